@@ -1,0 +1,49 @@
+"""The exceptions of the plugin contract.
+
+A hookimpl says "not me, not now" by raising :class:`RuntimeError`. The three subclasses here are
+the EXPECTED reasons, logged at DEBUG when the dispatcher falls through; any other exception from a
+plugin is a fault, logged at WARNING once, because it means the plugin is broken rather than busy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here: its library is missing, or there is no device for it."""
+
+
+class BackendDeclined(RuntimeError):
+    """The backend could run but chooses not to for this input (too small to pay for a transfer)."""
+
+
+class BackendOutOfMemory(RuntimeError):
+    """The device ran out of memory, even after the backend retried with smaller pieces.
+
+    A card shared with another job is the common case, so this is a reason to try the next
+    backend, never a reason to fail the plate.
+    """
+
+
+class PluginFault(RuntimeError):
+    """A forced backend broke the contract (wrong shape or dtype, or a non-RuntimeError)."""
+
+
+class NoBackendError(RuntimeError):
+    """Every backend declined an operation; the message names each one and its reason.
+
+    :param operation: the operation that could not be served.
+    :param reasons: ``(plugin name, reason)`` for every plugin that was considered.
+    """
+
+    def __init__(self, operation: str, reasons: Sequence[tuple[str, str]]) -> None:
+        self.operation = operation
+        self.reasons = tuple(reasons)
+        lines = [f"no spacr_accel backend could run {operation}:"]
+        lines += [f"  - {name}: {reason}" for name, reason in self.reasons] or ["  (no plugins are installed)"]
+        lines.append(
+            "Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
+            "check SPACR_ACCEL_BACKENDS / SPACR_ACCEL_DISABLE and `spacr-accel doctor`."
+        )
+        super().__init__("\n".join(lines))

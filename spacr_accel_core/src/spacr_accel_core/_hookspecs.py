@@ -1,0 +1,102 @@
+"""The hook specifications: the public contract third-party plugins build on.
+
+A plugin is any module or object holding functions decorated with
+:data:`spacr_accel_core.hookimpl`, advertised under the entry-point group ``spacr_accel``.
+It implements whichever hooks it has something to say about.
+
+A primitive hook is called with input the core has ALREADY validated and normalised, so a backend
+never re-checks ranks, widths or dtypes; it says "not me, not now" by raising :class:`RuntimeError`
+(ideally :class:`~spacr_accel_core.BackendUnavailable`, :class:`~spacr_accel_core.BackendDeclined` or
+:class:`~spacr_accel_core.BackendOutOfMemory`), and anything else it raises is a fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._markers import hookspec
+from ._records import BackendInfo
+
+if TYPE_CHECKING:  # the accelerator module imports this one; avoid the cycle at run time
+    from .accelerator import Accelerator
+
+
+@hookspec(firstresult=True)
+def spacr_accel_backend_info() -> BackendInfo:  # type: ignore[empty-body]  # a specification has no body
+    """Describe this plugin: name, priority, whether it needs a device, whether it can run now.
+
+    Called once per process at discovery (and again after :func:`spacr_accel_core.refresh`).
+    It may import the plugin's library to answer ``usable``; raising here marks the plugin faulty.
+    """
+
+
+@hookspec
+def spacr_accel_probe(
+    torch: ModuleType | None, device_names: bool, include_cuda: bool
+) -> Accelerator | None:
+    """Find the accelerator this plugin knows how to drive, or return ``None``.
+
+    Probers are walked best first (by their plugin's priority); the first usable answer wins,
+    and a detected-but-unusable answer is remembered for the report if nothing better is found.
+
+    :param torch: the torch module to ask (from :func:`~spacr_accel_core.accelerator.inspect_torch`),
+        or ``None`` when called by :func:`~spacr_accel_core.accelerator.resolve`, in which case the
+        prober imports its own library.
+    :param device_names: ``False`` forbids device-property queries that may initialise a runtime.
+    :param include_cuda: ``False`` skips CUDA and ROCm entirely.
+    """
+
+
+@hookspec
+def spacr_accel_neural_engines() -> Sequence[str]:  # type: ignore[empty-body]  # a specification has no body
+    """Names of inference silicon present here that no torch device reaches (found, never used)."""
+
+
+@hookspec
+def spacr_accel_capabilities(found: Accelerator) -> Sequence[tuple[str, bool, str]]:  # type: ignore[empty-body]  # a specification has no body
+    """Extra ``(task, accelerated, detail)`` rows for the capabilities table."""
+
+
+@hookspec
+def spacr_accel_empty_cache(torch: ModuleType | None, found: Accelerator) -> str | None:
+    """Hand the driver back what this plugin's library caches; return what was done, or ``None``."""
+
+
+@hookspec
+def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:  # type: ignore[empty-body]  # a specification has no body
+    """The maximum of every ``size`` x ``size`` window, edges repeating the border pixel.
+
+    :param field: a non-empty 2-D float32 array (may be non-contiguous; never modify it).
+    :param size: an odd window edge, at least 3.
+    :returns: a new float32 array of ``field.shape``; a window holding a NaN yields NaN.
+    """
+
+
+@hookspec
+def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:  # type: ignore[empty-body]  # a specification has no body
+    """``first @ second`` with NumPy's shape rules, as float32.
+
+    :param first: a non-empty real numeric array of at least one dimension.
+    :param second: the same; the shapes are already checked to be compatible.
+    :returns: the float32 product (a 0-d array for two vectors).
+    """
+
+
+@hookspec
+def spacr_accel_nearest_neighbours(  # type: ignore[empty-body]  # a specification has no body
+    source: np.ndarray, target: np.ndarray, chunk: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``source`` the nearest row of ``target``, exactly, ties to the lowest index.
+
+    "Nearest" is decided by the float64 sum, over the coordinates in order, of the squared
+    differences of the float32 coordinates (:func:`spacr_accel_core.testing.reference_nearest`).
+
+    :param source: ``(N, D)`` float32, C-contiguous, finite, ``N >= 1``, ``D >= 1``.
+    :param target: ``(M, D)`` float32, C-contiguous, finite, ``M >= 1``.
+    :param chunk: an upper bound on source rows per pass; the answer must not depend on it.
+    :returns: int64 indices and float32 distances, each of length ``N``.
+    """

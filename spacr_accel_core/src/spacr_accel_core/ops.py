@@ -1,0 +1,245 @@
+"""The three array operations spaCR's slow steps are made of, on whatever hardware there is.
+
+A drop-in for ``spacr.ops_accel``. Strip the science away and peak finding, spectral unmixing and
+cell matching are a windowed maximum, a matrix multiply and a nearest-neighbour search; they live
+here so ONE place knows about devices and the modules that use them go on reading as the science
+they are.
+
+EVERY FUNCTION TAKES AND RETURNS NUMPY, and every backend gives the same answer: the windowed
+maximum bit for bit, the nearest neighbour exactly (ties to the lowest index), the product to
+float32 rounding. Input is checked here, once, before any backend runs, so a wrong call fails
+with a message that names the argument rather than with a device traceback.
+
+AND IT NEVER ASSUMES THE CARD IS FREE. ``gpu=False`` refuses a device that exists, and a backend
+that raises at run time (an out-of-memory, a driver that went away) falls through to the next.
+THE CPU PATH IS NOT AN ERROR PATH: it is what runs on a laptop, in CI and beside a busy card.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ._registry import REGISTRY
+
+__all__ = ["CHUNK", "accelerated_backends", "matmul", "maximum_filter", "nearest_neighbours"]
+
+CHUNK = 4096
+"""Default rows of ``source`` per pass of :func:`nearest_neighbours` (an upper bound; backends
+may take fewer to stay inside their memory budget, and the answer never depends on it)."""
+
+_NUMERIC_KINDS = frozenset("biuf")
+_F32 = np.dtype(np.float32)
+_I64 = np.dtype(np.int64)
+
+
+def _numeric(value: Any, name: str) -> np.ndarray:
+    array = value if type(value) is np.ndarray else np.asarray(value)
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        raise TypeError(
+            f"{name} must hold real numbers (bool, integer or float), got dtype {array.dtype}"
+        )
+    return array
+
+
+def _integer(value: Any, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got a bool ({value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
+
+
+def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
+    """Which backends can run here, best first, always ending in ``"numpy"``.
+
+    Honours ``SPACR_ACCEL_BACKENDS`` and an enclosing ``use(...)``.
+
+    :param gpu: ``False`` refuses the accelerated ones outright.
+    :returns: the usable names.
+    """
+    return REGISTRY.backend_names(bool(gpu))
+
+
+def _check_field(shape: tuple[int, ...]) -> Any:
+    def check(result: Any) -> str | None:
+        if type(result) is not np.ndarray and not isinstance(result, np.ndarray):
+            return f"returned {type(result).__name__}, not a NumPy array"
+        if result.shape != shape or result.dtype != _F32:
+            return f"returned {result.dtype}{list(result.shape)}, expected float32{list(shape)}"
+        return None
+
+    return check
+
+
+def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> np.ndarray:
+    """The maximum of each ``size`` x ``size`` window, centred on every pixel.
+
+    WHAT PEAK FINDING IS MADE OF: a read is a local maximum of the spot score, and "local" means
+    this. Edges repeat the border pixel, matching ``scipy.ndimage.maximum_filter(...,
+    mode="nearest")``, because the alternative is a rim of false maxima all the way round the field.
+    The result is bit-identical on every backend to scipy on ``field.astype(float32)``, with one
+    rule scipy lacks: a window holding a NaN yields NaN (scipy's answer depends on where the NaN
+    sits, and the seed's backends disagreed).
+
+    :param field: a 2-D array of real numbers.
+    :param size: the window edge, in pixels. Even sizes are raised to the next odd one (a window
+        with no centre cannot be centred); ``size <= 1`` returns a copy.
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: the filtered field as a new float32 array of the same shape.
+    :raises ValueError: ``field`` is not 2-D, or ``size`` is negative.
+    :raises TypeError: ``field`` is not numeric, or ``size`` is not an integer.
+    """
+    array = _numeric(field, "field")
+    if array.ndim != 2:
+        raise ValueError(f"field must be a 2-D array, got {array.ndim}-D with shape {array.shape}")
+    window = _integer(size, "size")
+    if window < 0:
+        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
+    if window % 2 == 0:
+        window += 1
+    if window <= 1 or array.size == 0:
+        REGISTRY.record_core("maximum_filter")
+        return array.astype(_F32, copy=True)
+    return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees an ndarray
+        "maximum_filter",
+        (array.astype(_F32, copy=False), window),
+        gpu=gpu,
+        backend=backend,
+        check=_check_field(array.shape),
+    )
+
+
+def _product_shape(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's ``@`` result shape, or ValueError naming both operands."""
+    if len(first) == 2 and len(second) == 2:  # the per-tile case: keep it cheap
+        if first[1] != second[0]:
+            raise ValueError(
+                f"matmul: first has {first[1]} columns but second has {second[0]} rows "
+                f"(shapes {first} and {second})"
+            )
+        return (first[0], second[1])
+    inner_first = first[-1]
+    inner_second = second[0] if len(second) == 1 else second[-2]
+    if inner_first != inner_second:
+        raise ValueError(
+            f"matmul: the last axis of first ({inner_first}) must match the "
+            f"{'only' if len(second) == 1 else 'second-to-last'} axis of second ({inner_second}) "
+            f"(shapes {first} and {second})"
+        )
+    batch_first = first[:-2]
+    batch_second = second[:-2]
+    try:
+        batch = np.broadcast_shapes(batch_first, batch_second)
+    except ValueError:
+        raise ValueError(
+            f"matmul: the batch axes of first {first} and second {second} do not broadcast"
+        ) from None
+    rows = (first[-2],) if len(first) >= 2 else ()
+    cols = (second[-1],) if len(second) >= 2 else ()
+    return tuple(batch) + rows + cols
+
+
+def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = None) -> np.ndarray:
+    """``first @ second``, on the fastest thing available, as float32.
+
+    THE UNMIXING IS THIS: correcting dye bleed-through is one small matrix applied to every spot
+    of every cycle, a large multiply by a tiny operand, called per tile; so the checks here are
+    kept to a few attribute reads.
+
+    :param first: left operand (NumPy's ``@`` shape rules; at least 1-D).
+    :param second: right operand.
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: the product as float32 NumPy (a 0-d array for two vectors).
+    :raises ValueError: an operand is 0-d, or the shapes do not multiply.
+    :raises TypeError: an operand is not real-numeric.
+    """
+    a = _numeric(first, "first")
+    b = _numeric(second, "second")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(
+            f"matmul: operands must be at least 1-D, got first {a.shape} and second {b.shape}"
+        )
+    shape = _product_shape(a.shape, b.shape)
+    if a.size == 0 or b.size == 0:
+        REGISTRY.record_core("matmul")
+        return np.zeros(shape, dtype=_F32)
+    return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees an ndarray
+        "matmul", (a, b), gpu=gpu, backend=backend, check=_check_field(shape)
+    )
+
+
+def _points(value: Any, name: str) -> np.ndarray:
+    array = _numeric(value, name)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D (points, coordinates) array, got shape {array.shape}")
+    return array
+
+
+def nearest_neighbours(
+    source: Any,
+    target: Any,
+    *,
+    gpu: bool = True,
+    backend: str | None = None,
+    chunk: Any = CHUNK,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``source``, the closest row of ``target``: exact, ties to the lowest index.
+
+    CHUNKED, ALWAYS: a well can carry a hundred thousand nuclei and the full distance matrix
+    between two such sets is 40 GB, so every backend bounds its working set however large the
+    well is. Ties go to the lower index on every backend, so a caller pairing mutual nearest
+    neighbours gets the same pairs whatever ran. Coordinates are taken as float32 (as the seed
+    did); "nearest" is decided exactly in float64 on those values.
+
+    :param source: ``(N, D)`` points.
+    :param target: ``(M, D)`` points.
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :param chunk: at most this many source rows per pass; the answer does not depend on it.
+    :returns: ``(indices, distances)``: int64 and float32, both length ``N``. With an empty
+        ``target`` every index is ``-1`` and every distance ``inf``.
+    :raises ValueError: not 2-D, not the same width, no coordinates, NaN or infinite
+        coordinates, or ``chunk < 1``.
+    :raises TypeError: non-numeric points or a non-integer chunk.
+    """
+    src = _points(source, "source")
+    tgt = _points(target, "target")
+    if src.shape[1] != tgt.shape[1]:
+        raise ValueError(
+            f"source and target must have the same width (coordinates per point): "
+            f"source is {src.shape[1]}-D, target is {tgt.shape[1]}-D"
+        )
+    if src.shape[1] == 0:
+        raise ValueError("source and target must have at least one coordinate per point")
+    rows = _integer(chunk, "chunk")
+    if rows < 1:
+        raise ValueError(f"chunk must be at least 1 row, got {rows}")
+    src = np.ascontiguousarray(src, dtype=_F32)
+    tgt = np.ascontiguousarray(tgt, dtype=_F32)
+    for name, points in (("source", src), ("target", tgt)):
+        if not np.isfinite(points).all():
+            raise ValueError(f"{name} holds NaN or infinite coordinates (after conversion to float32)")
+    n, m = src.shape[0], tgt.shape[0]
+    if n == 0 or m == 0:
+        REGISTRY.record_core("nearest_neighbours")
+        return np.full(n, -1, dtype=_I64), np.full(n, np.inf, dtype=_F32)
+
+    def check(result: Any) -> str | None:
+        if not isinstance(result, tuple) or len(result) != 2:
+            return f"returned {type(result).__name__}, not an (indices, distances) pair"
+        index, distance = result
+        if not isinstance(index, np.ndarray) or index.dtype != _I64 or index.shape != (n,):
+            return f"indices are not int64 of shape ({n},)"
+        if not isinstance(distance, np.ndarray) or distance.dtype != _F32 or distance.shape != (n,):
+            return f"distances are not float32 of shape ({n},)"
+        return None
+
+    return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the pair
+        "nearest_neighbours", (src, tgt, rows), gpu=gpu, backend=backend, check=check
+    )

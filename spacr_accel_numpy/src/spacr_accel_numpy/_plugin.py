@@ -1,0 +1,47 @@
+"""The NumPy backend's hookimpls: the floor that always runs, fast and exact."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spacr_accel_core import BackendInfo, hookimpl
+
+from ._filter import window_maximum
+from ._nearest import nearest
+
+SPACR_ACCEL_API_VERSION = 1
+PRIORITY = 100.0
+"""Lowest of the three shipped backends: everything else is tried first, this always answers."""
+
+_F32 = np.dtype(np.float32)
+# Operands whose every value float32 holds exactly are multiplied in float32 (what the seed did
+# on every backend); wider ones in float64 and rounded once, which is no less accurate.
+_EXACT_IN_F32 = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16))
+
+
+@hookimpl
+def spacr_accel_backend_info() -> BackendInfo:
+    return BackendInfo(name="numpy", priority=PRIORITY, accelerated=False, usable=True,
+                       note="NumPy and SciPy on the CPU")
+
+
+@hookimpl
+def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
+    return window_maximum(field, size)
+
+
+@hookimpl
+def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    if first.dtype in _EXACT_IN_F32 and second.dtype in _EXACT_IN_F32:
+        product = np.matmul(first if first.dtype == _F32 else first.astype(_F32),
+                            second if second.dtype == _F32 else second.astype(_F32))
+    else:
+        product = np.matmul(first.astype(np.float64, copy=False),
+                            second.astype(np.float64, copy=False)).astype(_F32)
+    # Two vectors give a NumPy scalar; the contract is always an array.
+    return product if type(product) is np.ndarray else np.asarray(product, dtype=_F32)
+
+
+@hookimpl
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    return nearest(source, target, chunk)

@@ -1,0 +1,1 @@
+"""spacr-accel's torch backend (registered under the ``spacr_accel`` entry point ``torch``)."""
