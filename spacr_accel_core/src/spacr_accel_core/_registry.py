@@ -308,6 +308,19 @@ class Registry:
         return tuple((p.name, p.obj) for p in sorted(snapshot.plugins.values(), key=_priority_key)
                      if p.obj is not None)
 
+    def hookimpls(self, hook: str) -> tuple[tuple[str, Callable[..., Any]], ...]:
+        """``(plugin name, function)`` for every loaded plugin implementing ``hook``, best first.
+
+        How the accelerator walks its probers without knowing any vendor: priority order, ties
+        by name, and a blocked, faulty or incompatible plugin is simply absent.
+
+        :param hook: a hook name, e.g. ``"spacr_accel_probe"``.
+        """
+        snapshot = self._state()
+        found = {h.plugin_name: h.function for h in getattr(snapshot.manager.hook, hook).get_hookimpls()}
+        return tuple((p.name, found[p.name]) for p in sorted(snapshot.plugins.values(), key=_priority_key)
+                     if p.obj is not None and p.name in found)
+
     def restriction(self) -> tuple[str, ...] | None:
         """The order in force for this context: ``use(...)`` first, else the environment."""
         return _override.get() or self._state().restriction
