@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import ndimage
-from spacr_accel_numpy import _nearest, window_maximum
 
 from spacr_accel_core import ops
 from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
+from spacr_accel_numpy import _nearest, window_maximum
 
 METHODS = [_nearest._brute, _nearest._kdtree, _nearest._matrix]
 

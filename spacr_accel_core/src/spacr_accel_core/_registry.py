@@ -50,9 +50,7 @@ _override: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextV
 class _LastCall(threading.local):
     """Per-thread record of the last dispatch, kept raw so recording it costs nanoseconds."""
 
-    operation: str | None = None
-    backend: str = ""
-    declined: tuple[tuple[str, str], ...] = ()
+    call: tuple[str, str, list[tuple[str, str]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +84,7 @@ class _Snapshot:
     order_cache: dict[tuple[str, bool, tuple[str, ...] | None], tuple[_Impl, ...]] = field(
         default_factory=dict
     )
+    default_order: dict[tuple[str, bool], tuple[_Impl, ...]] = field(default_factory=dict)
 
 
 def _split_names(value: str | None) -> tuple[str, ...]:
@@ -336,10 +335,10 @@ class Registry:
 
     def last_dispatch(self) -> Dispatch | None:
         """Which backend served the last call on this thread, and why those above declined."""
-        last = self._last
-        if last.operation is None:
+        call = self._last.call
+        if call is None:
             return None
-        return Dispatch(last.operation, last.backend, last.declined)
+        return Dispatch(call[0], call[1], tuple(call[2]))
 
     # ---- dispatch --------------------------------------------------------------------------
 
@@ -366,6 +365,8 @@ class Registry:
                 and (n, operation) not in self._faults
             )
             snapshot.order_cache[key] = order
+            if restriction is None:
+                snapshot.default_order[(operation, gpu)] = order
         return order
 
     def _skipped(self, snapshot: _Snapshot, operation: str, gpu: bool,
@@ -395,6 +396,7 @@ class Registry:
             snapshot = self._snapshot
             if snapshot is not None:
                 snapshot.order_cache.clear()
+                snapshot.default_order.clear()
             first = (plugin, operation) not in self._warned
             self._warned.add((plugin, operation))
         if first:
@@ -402,20 +404,28 @@ class Registry:
                            plugin, operation, what)
 
     def dispatch(self, operation: str, args: tuple[Any, ...], *, gpu: bool, backend: str | None,
-                 check: Callable[[Any], str | None]) -> Any:
+                 check: Callable[[Any, Any], str | None], expected: Any) -> Any:
         """Run ``operation`` on the best backend that serves it.
+
+        The per-tile path: one snapshot read, one cached order lookup, the call and a shape check.
 
         :param operation: one of :data:`OPERATIONS`.
         :param args: the validated, normalised arguments of the primitive hook.
         :param gpu: ``False`` refuses accelerated backends.
         :param backend: force one backend; its failure is raised, not swallowed.
-        :param check: returns what is wrong with a result, or ``None`` when it is well formed.
+        :param check: ``check(result, expected)`` says what is wrong with a result, or ``None``.
+        :param expected: what ``check`` compares against (the result's shape, say).
         """
         snapshot = self._snapshot or self._state()
         if backend is not None:
-            return self._forced(snapshot, operation, args, gpu, backend, check)
+            return self._forced(snapshot, operation, args, gpu, backend, check, expected)
+        override = _override.get()
+        order = (snapshot.default_order.get((operation, gpu)) if override is None
+                 else snapshot.order_cache.get((operation, gpu, override)))
+        if order is None:
+            order = self._order(snapshot, operation, gpu)
         declined: list[tuple[str, str]] = []
-        for impl in self._order(snapshot, operation, gpu):
+        for impl in order:
             try:
                 result = impl.function(*args)
             except _EXPECTED_DECLINES as exc:
@@ -439,13 +449,12 @@ class Registry:
                 self._fault(impl.plugin, operation, what)
                 declined.append((impl.plugin, f"faulty: {what}"))
                 continue
-            problem = check(result)
+            problem = check(result, expected)
             if problem is not None:
                 self._fault(impl.plugin, operation, problem)
                 declined.append((impl.plugin, f"faulty: {problem}"))
                 continue
-            last = self._last
-            last.operation, last.backend, last.declined = operation, impl.plugin, tuple(declined)
+            self._last.call = (operation, impl.plugin, declined)
             return result
         raise NoBackendError(
             operation,
@@ -453,7 +462,7 @@ class Registry:
         )
 
     def _forced(self, snapshot: _Snapshot, operation: str, args: tuple[Any, ...], gpu: bool,
-                backend: str, check: Callable[[Any], str | None]) -> Any:
+                backend: str, check: Callable[[Any, Any], str | None], expected: Any) -> Any:
         impl = snapshot.impls[operation].get(backend)
         if impl is None:
             plugin = snapshot.plugins.get(backend)
@@ -470,19 +479,24 @@ class Registry:
                 f"backend={backend!r} is accelerated but gpu=False refuses accelerated backends; "
                 "drop one of the two"
             )
-        result = impl.function(*args)
-        problem = check(result)
+        try:
+            result = impl.function(*args)
+        except (RuntimeError, MemoryError):
+            raise  # "not me, not now" (or memory): the caller forced it, so it gets it as is
+        except Exception as exc:  # any other exception breaks the contract, as in automatic dispatch
+            what = f"raised {_describe(exc)}"
+            self._fault(backend, operation, what)
+            raise PluginFault(f"backend {backend!r} broke the {operation} contract: {what}") from exc
+        problem = check(result, expected)
         if problem is not None:
             self._fault(backend, operation, problem)
             raise PluginFault(f"backend {backend!r} broke the {operation} contract: {problem}")
-        last = self._last
-        last.operation, last.backend, last.declined = operation, backend, ()
+        self._last.call = (operation, backend, [])
         return result
 
     def record_core(self, operation: str) -> None:
         """Note that the core answered ``operation`` itself (an empty input needs no backend)."""
-        last = self._last
-        last.operation, last.backend, last.declined = operation, "core", ()
+        self._last.call = (operation, "core", [])
 
 
 REGISTRY = Registry()

@@ -64,15 +64,25 @@ def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
     return REGISTRY.backend_names(bool(gpu))
 
 
-def _check_field(shape: tuple[int, ...]) -> Any:
-    def check(result: Any) -> str | None:
-        if type(result) is not np.ndarray and not isinstance(result, np.ndarray):
-            return f"returned {type(result).__name__}, not a NumPy array"
-        if result.shape != shape or result.dtype != _F32:
-            return f"returned {result.dtype}{list(result.shape)}, expected float32{list(shape)}"
-        return None
+def _check_array(result: Any, shape: tuple[int, ...]) -> str | None:
+    """What is wrong with a backend's array result, or ``None``."""
+    if not isinstance(result, np.ndarray):
+        return f"returned {type(result).__name__}, not a NumPy array"
+    if result.shape != shape or result.dtype != _F32:
+        return f"returned {result.dtype}{list(result.shape)}, expected float32{list(shape)}"
+    return None
 
-    return check
+
+def _check_pair(result: Any, n: int) -> str | None:
+    """What is wrong with a backend's ``(indices, distances)`` result, or ``None``."""
+    if not isinstance(result, tuple) or len(result) != 2:
+        return f"returned {type(result).__name__}, not an (indices, distances) pair"
+    index, distance = result
+    if not isinstance(index, np.ndarray) or index.dtype != _I64 or index.shape != (n,):
+        return f"indices are not int64 of shape ({n},)"
+    if not isinstance(distance, np.ndarray) or distance.dtype != _F32 or distance.shape != (n,):
+        return f"distances are not float32 of shape ({n},)"
+    return None
 
 
 def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> np.ndarray:
@@ -110,7 +120,8 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
         (array.astype(_F32, copy=False), window),
         gpu=gpu,
         backend=backend,
-        check=_check_field(array.shape),
+        check=_check_array,
+        expected=array.shape,
     )
 
 
@@ -159,18 +170,25 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
     :raises ValueError: an operand is 0-d, or the shapes do not multiply.
     :raises TypeError: an operand is not real-numeric.
     """
-    a = _numeric(first, "first")
-    b = _numeric(second, "second")
-    if a.ndim == 0 or b.ndim == 0:
+    a = first if type(first) is np.ndarray else np.asarray(first)
+    b = second if type(second) is np.ndarray else np.asarray(second)
+    if a.dtype.kind not in _NUMERIC_KINDS or b.dtype.kind not in _NUMERIC_KINDS:
+        _numeric(a, "first")
+        _numeric(b, "second")
+    a_shape, b_shape = a.shape, b.shape
+    if len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]:
+        shape: tuple[int, ...] = (a_shape[0], b_shape[1])  # the per-tile case, inline
+    elif not a_shape or not b_shape:
         raise ValueError(
-            f"matmul: operands must be at least 1-D, got first {a.shape} and second {b.shape}"
+            f"matmul: operands must be at least 1-D, got first {a_shape} and second {b_shape}"
         )
-    shape = _product_shape(a.shape, b.shape)
+    else:
+        shape = _product_shape(a_shape, b_shape)
     if a.size == 0 or b.size == 0:
         REGISTRY.record_core("matmul")
         return np.zeros(shape, dtype=_F32)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees an ndarray
-        "matmul", (a, b), gpu=gpu, backend=backend, check=_check_field(shape)
+        "matmul", (a, b), gpu=gpu, backend=backend, check=_check_array, expected=shape
     )
 
 
@@ -230,16 +248,6 @@ def nearest_neighbours(
         REGISTRY.record_core("nearest_neighbours")
         return np.full(n, -1, dtype=_I64), np.full(n, np.inf, dtype=_F32)
 
-    def check(result: Any) -> str | None:
-        if not isinstance(result, tuple) or len(result) != 2:
-            return f"returned {type(result).__name__}, not an (indices, distances) pair"
-        index, distance = result
-        if not isinstance(index, np.ndarray) or index.dtype != _I64 or index.shape != (n,):
-            return f"indices are not int64 of shape ({n},)"
-        if not isinstance(distance, np.ndarray) or distance.dtype != _F32 or distance.shape != (n,):
-            return f"distances are not float32 of shape ({n},)"
-        return None
-
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the pair
-        "nearest_neighbours", (src, tgt, rows), gpu=gpu, backend=backend, check=check
+        "nearest_neighbours", (src, tgt, rows), gpu=gpu, backend=backend, check=_check_pair, expected=n
     )

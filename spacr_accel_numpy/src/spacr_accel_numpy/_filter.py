@@ -23,17 +23,17 @@ import numpy as np
 _STRIPE_BYTES = 1 << 19  # a stripe plus its halo stays well inside a core's L2 cache
 _MIN_THREADED_PIXELS = 1 << 18  # below this, a thread hand-off costs more than it saves
 
+_WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
 def _executor() -> ThreadPoolExecutor:
-    global _pool
+    global _pool  # noqa: PLW0603  # one lazily created pool per process, shared by all calls
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                workers = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
-                _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="spacr-accel-maxfilter")
+                _pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="spacr-accel-maxfilter")
     return _pool
 
 
@@ -62,23 +62,34 @@ def _running_max(
         src, dst = dst, src
 
 
-def _stripe(field: np.ndarray, out: np.ndarray, start: int, stop: int, size: int) -> None:
+def _stripes(field: np.ndarray, out: np.ndarray, size: int, stripe: int, first: int, step: int) -> None:
+    """Filter stripes ``first, first + step, ...`` of ``stripe`` rows each into ``out``.
+
+    The scratch buffers are allocated once per worker and reused for every stripe: allocating
+    them per stripe costs more than the arithmetic (freed and re-faulted pages on every call).
+    """
     height, width = field.shape
     radius = size // 2
-    lo, hi = max(0, start - radius), min(height, stop + radius)
-    top = lo - (start - radius)  # rows of edge repetition above the field
-    rows = stop - start + 2 * radius
-    # Horizontal pass over the rows this stripe needs, written straight into the vertical buffer.
-    padded = np.empty((hi - lo, width + 2 * radius), dtype=np.float32)
+    rows = stripe + 2 * radius
+    padded = np.empty((rows, width + 2 * radius), dtype=np.float32)
     spare = np.empty_like(padded)
-    padded[:, radius:radius + width] = field[lo:hi]
-    padded[:, :radius] = field[lo:hi, :1]
-    padded[:, radius + width:] = field[lo:hi, width - 1:]
     vertical = np.empty((rows, width), dtype=np.float32)
-    _running_max(padded, spare, width + 2 * radius, size, 1, vertical[top:top + hi - lo])
-    vertical[:top] = vertical[top]
-    vertical[top + hi - lo:] = vertical[top + hi - lo - 1]
-    _running_max(vertical, np.empty_like(vertical), rows, size, 0, out[start:stop])
+    spare_vertical = np.empty_like(vertical)
+    for start in range(first * stripe, height, step * stripe):
+        stop = min(height, start + stripe)
+        lo, hi = max(0, start - radius), min(height, stop + radius)
+        top = lo - (start - radius)  # rows of edge repetition above the field
+        count = hi - lo
+        # Horizontal pass over the rows this stripe needs, written straight into the vertical buffer.
+        padded[:count, radius:radius + width] = field[lo:hi]
+        padded[:count, :radius] = field[lo:hi, :1]
+        padded[:count, radius + width:] = field[lo:hi, width - 1:]
+        _running_max(padded[:count], spare[:count], width + 2 * radius, size, 1,
+                     vertical[top:top + count])
+        vertical[:top] = vertical[top]
+        span = stop - start + 2 * radius
+        vertical[top + count:span] = vertical[top + count - 1]
+        _running_max(vertical[:span], spare_vertical[:span], span, size, 0, out[start:stop])
 
 
 def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
@@ -90,13 +101,14 @@ def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
     """
     height, width = field.shape
     out = np.empty((height, width), dtype=np.float32)
-    stripe = max(size, _STRIPE_BYTES // (4 * (width + size)))
-    bounds = [(start, min(height, start + stripe)) for start in range(0, height, stripe)]
-    if height * width < _MIN_THREADED_PIXELS or len(bounds) == 1:
-        for start, stop in bounds:
-            _stripe(field, out, start, stop, size)
+    stripe = min(height, max(size, _STRIPE_BYTES // (4 * (width + size))))
+    count = -(-height // stripe)
+    workers = 1 if height * width < _MIN_THREADED_PIXELS else min(count, _WORKERS)
+    if workers == 1:
+        _stripes(field, out, size, stripe, 0, 1)
         return out
-    futures = [_executor().submit(_stripe, field, out, start, stop, size) for start, stop in bounds]
+    futures = [_executor().submit(_stripes, field, out, size, stripe, first, workers)
+               for first in range(workers)]
     for future in futures:
         future.result()
     return out

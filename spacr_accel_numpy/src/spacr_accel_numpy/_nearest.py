@@ -31,7 +31,7 @@ def exact_squared(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     :param source: ``(P, D)`` float64.
     :param target: ``(P, D)`` float64, or ``(D,)``/broadcastable.
     """
-    total = np.square(source[..., 0] - target[..., 0])
+    total: np.ndarray = np.square(source[..., 0] - target[..., 0])
     for axis in range(1, source.shape[-1]):
         total += np.square(source[..., axis] - target[..., axis])
     return total

@@ -56,7 +56,7 @@ def reference_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     radius = size // 2
     padded = np.pad(data, radius, mode="edge")
     windows = np.lib.stride_tricks.sliding_window_view(padded, (size, size))
-    return windows.max(axis=(-2, -1)).astype(np.float32)
+    return np.asarray(windows.max(axis=(-2, -1)), dtype=np.float32)
 
 
 def reference_nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,6 +196,7 @@ class BackendConformance:
             ops.nearest_neighbours(np.zeros((3, 2)), np.ones((4, 2)), backend=self.backend)
         index, distance = ops.nearest_neighbours(np.zeros((3, 2)), np.ones((4, 2)))
         assert index.tolist() == [0, 0, 0]
+        assert np.allclose(distance, np.sqrt(2))
         dispatch = last_dispatch()
         assert dispatch is not None and dispatch.backend != self.backend
         assert self.backend not in ops.accelerated_backends()
