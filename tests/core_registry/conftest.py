@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import types
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core import BackendInfo, Registry, hookimpl, ops
 
 LOGGER = "spacr_accel_core"
 
@@ -86,9 +87,13 @@ def returning(value: Any) -> Callable[..., Any]:
     return hook
 
 
-@pytest.fixture(name="make_plugin")
-def _make_plugin() -> Callable[..., types.ModuleType]:
-    return make_plugin
+@pytest.fixture
+def kit() -> types.ModuleType:
+    """This module: ``kit.make_plugin``, ``kit.raising``, ``kit.returning``, ``kit.records``...
+
+    (Test files cannot import a conftest under ``--import-mode=importlib``.)
+    """
+    return sys.modules[__name__]
 
 
 @pytest.fixture
@@ -108,6 +113,20 @@ def plug() -> Iterator[Callable[[types.ModuleType, str], types.ModuleType]]:
         for name in names:
             spacr_accel_core.unregister(name)
         spacr_accel_core.refresh()
+
+
+@pytest.fixture
+def private(monkeypatch: pytest.MonkeyPatch) -> Registry:
+    """An empty registry that sees no installed plugin, wired in as the one ``ops`` dispatches to.
+
+    The environment's ``SPACR_ACCEL_*`` variables are cleared for the test (set them and call
+    ``private.refresh()`` to exercise them).
+    """
+    monkeypatch.delenv("SPACR_ACCEL_BACKENDS", raising=False)
+    monkeypatch.delenv("SPACR_ACCEL_DISABLE", raising=False)
+    registry = Registry(discover=False)
+    monkeypatch.setattr(ops, "REGISTRY", registry)
+    return registry
 
 
 @pytest.fixture

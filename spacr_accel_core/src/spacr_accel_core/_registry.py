@@ -81,6 +81,7 @@ class _Snapshot:
     impls: dict[str, dict[str, _Impl]]  # operation -> plugin name -> impl
     ranked: tuple[str, ...]  # usable plugins with backend info, best first
     restriction: tuple[str, ...] | None  # from SPACR_ACCEL_BACKENDS
+    duplicates: tuple[_Plugin, ...]  # conflicting entry points that lost to an earlier one
     order_cache: dict[tuple[str, bool, tuple[str, ...] | None], tuple[_Impl, ...]] = field(
         default_factory=dict
     )
@@ -170,6 +171,8 @@ class Registry:
                 # The same distribution found twice on sys.path (an editable install beside a
                 # regular one) is harmless: keep the first. A different target is a conflict.
                 if seen[ep.name] != ep.value:
+                    logger.warning("spacr_accel entry point %r = %r (from %s) conflicts with %r; the first wins",
+                                   ep.name, ep.value, dist_name, seen[ep.name])
                     yield _Plugin(
                         ep.name, None, dist_name, version, "duplicate",
                         f"entry point {ep.value!r} conflicts with {seen[ep.name]!r}; the first wins",
@@ -194,9 +197,12 @@ class Registry:
         manager.add_hookspecs(_hookspecs)
 
         candidates: dict[str, _Plugin] = {}
+        duplicates: list[_Plugin] = []
         found = list(self._entry_points(disabled)) if self._discover_entry_points else []
         for plugin in found:
-            if plugin.name not in candidates or candidates[plugin.name].status == "duplicate":
+            if plugin.status == "duplicate":
+                duplicates.append(plugin)
+            else:
                 candidates[plugin.name] = plugin
         for name, obj in self._in_process.items():
             if name in disabled:
@@ -219,15 +225,17 @@ class Registry:
         ranked = tuple(
             p.name
             for p in sorted(plugins.values(), key=_priority_key)
-            if p.status == "ok" and p.info is not None and p.info.usable
+            if p.status == "ok" and p.info is not None and p.info.usable and p.name != FLOOR
         )
+        if FLOOR in plugins and plugins[FLOOR].status == "ok":
+            ranked += (FLOOR,)  # the floor is tried last whatever its priority: it always answers
         if restriction is not None:
             unknown = [n for n in restriction if n not in plugins]
             if unknown:
                 logger.warning("%s names unknown backends %s; installed: %s",
                                ENV_BACKENDS, unknown, sorted(plugins))
         logger.debug("spacr_accel plugins ranked: %s", ", ".join(ranked) or "(none)")
-        return _Snapshot(plugins, manager, impls, ranked, restriction)
+        return _Snapshot(plugins, manager, impls, ranked, restriction, tuple(duplicates))
 
     def _load(self, manager: pluggy.PluginManager, plugin: _Plugin) -> _Plugin:
         if plugin.obj is None:
@@ -280,7 +288,7 @@ class Registry:
         """Every plugin seen, best first, with status and reason (what the doctor prints)."""
         snapshot = self._state()
         rows = []
-        for plugin in sorted(snapshot.plugins.values(), key=_priority_key):
+        for plugin in [*sorted(snapshot.plugins.values(), key=_priority_key), *snapshot.duplicates]:
             faults = tuple((op, what) for (name, op), what in sorted(self._faults.items())
                            if name == plugin.name)
             info = plugin.info

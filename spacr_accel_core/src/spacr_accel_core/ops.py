@@ -238,8 +238,9 @@ def nearest_neighbours(
     rows = _integer(chunk, "chunk")
     if rows < 1:
         raise ValueError(f"chunk must be at least 1 row, got {rows}")
-    src = np.ascontiguousarray(src, dtype=_F32)
-    tgt = np.ascontiguousarray(tgt, dtype=_F32)
+    with np.errstate(over="ignore"):  # an out-of-range coordinate becomes inf, refused just below
+        src = np.ascontiguousarray(src, dtype=_F32)
+        tgt = np.ascontiguousarray(tgt, dtype=_F32)
     for name, points in (("source", src), ("target", tgt)):
         if not np.isfinite(points).all():
             raise ValueError(f"{name} holds NaN or infinite coordinates (after conversion to float32)")

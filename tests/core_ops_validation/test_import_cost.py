@@ -1,0 +1,33 @@
+"""`import spacr_accel_core.ops` stays cheap: no torch, no cupy, no scipy.spatial (fresh interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+HEAVY = ("torch", "cupy", "cupyx", "scipy.spatial", "scipy.ndimage")
+
+
+def modules_after(code: str) -> set[str]:
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPACR_")}
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_import_ops_pulls_in_no_vendor_library():
+    loaded = modules_after("import spacr_accel_core.ops")
+    assert "spacr_accel_core.ops" in loaded and "numpy" in loaded  # the control
+    for heavy in HEAVY:
+        assert heavy not in loaded, heavy
+    assert not any(name.startswith(("torch.", "cupy.", "cupyx.", "scipy.spatial.")) for name in loaded)
+
+
+def test_import_core_pulls_in_no_vendor_library():
+    loaded = modules_after("import spacr_accel_core")
+    assert not {"torch", "cupy", "scipy.spatial"} & loaded
+

@@ -1,0 +1,325 @@
+"""Property tests: every op, through ``spacr_accel_core.ops`` on the default backend, against a plain
+reference written here (float64 broadcast brute force, padded sliding windows, float64 matmul)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.ndimage
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import spacr_accel_core
+from spacr_accel_core import ops
+
+SETTINGS = settings(deadline=None, max_examples=80, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(deadline=None, max_examples=15, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# ---- references -----------------------------------------------------------------------------------
+
+
+def reference_nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force in float64 on the float32 coordinates, summed coordinate by coordinate in order."""
+    s = np.asarray(source, dtype=np.float32).astype(np.float64)
+    t = np.asarray(target, dtype=np.float32).astype(np.float64)
+    squared = np.zeros((s.shape[0], t.shape[0]))
+    for axis in range(s.shape[1]):
+        squared += np.square(s[:, None, axis] - t[None, :, axis])
+    index = np.argmin(squared, axis=1)  # the first minimum: ties to the lowest index
+    distance = np.sqrt(squared[np.arange(s.shape[0]), index]).astype(np.float32)
+    return index.astype(np.int64), distance
+
+
+def reference_filter(field: np.ndarray, size: int) -> np.ndarray:
+    """Edge-padded sliding windows; ``max`` propagates NaN, which is the NaN rule."""
+    field = np.asarray(field).astype(np.float32)
+    size = size + 1 if size % 2 == 0 else size
+    if size <= 1:
+        return field.copy()
+    radius = size // 2
+    padded = np.pad(field, radius, mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (size, size))
+    return windows.max(axis=(-2, -1))
+
+
+def reference_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    return np.matmul(np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64))
+
+
+# ---- maximum_filter -------------------------------------------------------------------------------
+
+FIELD_DTYPES = st.sampled_from([np.float32, np.float64, np.int32, np.uint8, np.int64, np.float16, np.bool_])
+shapes_2d = st.tuples(st.integers(1, 24), st.integers(1, 24))
+
+
+@st.composite
+def fields(draw, allow_nan: bool = True) -> np.ndarray:
+    dtype = np.dtype(draw(FIELD_DTYPES))
+    shape = draw(shapes_2d)
+    if dtype.kind == "f":
+        elements = st.floats(-1e4, 1e4, width=16 if dtype.itemsize == 2 else 32)
+        if allow_nan:
+            elements = elements | st.sampled_from([np.nan, np.inf, -np.inf])
+        return draw(hnp.arrays(dtype, shape, elements=elements))
+    return draw(hnp.arrays(dtype, shape))
+
+
+@SETTINGS
+@given(field=fields(), size=st.integers(0, 9))
+def test_maximum_filter_matches_padded_windows_with_the_nan_rule(field, size):
+    result = ops.maximum_filter(field, size)
+    assert result.dtype == np.float32 and result.shape == field.shape
+    assert not np.shares_memory(result, field)
+    np.testing.assert_array_equal(result, reference_filter(field, size))  # NaN positions too
+
+
+@SETTINGS
+@given(field=fields(allow_nan=False), size=st.integers(0, 9))
+def test_maximum_filter_matches_scipy_on_finite_input(field, size):
+    result = ops.maximum_filter(field, size)
+    odd = size + 1 if size % 2 == 0 else size
+    want = scipy.ndimage.maximum_filter(field.astype(np.float32), max(odd, 1), mode="nearest")
+    np.testing.assert_array_equal(result, want)
+
+
+@settings(deadline=None, max_examples=8, database=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.sampled_from([3, 5, 15, 31]),
+       shape=st.tuples(st.integers(620, 700), st.integers(440, 520)))
+def test_maximum_filter_large_fields_match_scipy(seed, size, shape):
+    """Big enough for the striped, threaded path; a few NaNs checked against the window rule."""
+    rng = np.random.default_rng(seed)
+    field = rng.standard_normal(shape).astype(np.float32)
+    result = ops.maximum_filter(field, size)
+    np.testing.assert_array_equal(result, scipy.ndimage.maximum_filter(field, size, mode="nearest"))
+    field[rng.integers(0, shape[0], 3), rng.integers(0, shape[1], 3)] = np.nan
+    np.testing.assert_array_equal(ops.maximum_filter(field, size), reference_filter(field, size))
+
+
+def test_maximum_filter_nan_rule_examples():
+    field = np.zeros((5, 5), np.float32)
+    field[0, 0] = np.nan
+    result = ops.maximum_filter(field, 3)
+    assert np.isnan(result[:2, :2]).all()
+    assert not np.isnan(result[2:, :]).any() and not np.isnan(result[:, 2:]).any()
+
+
+def test_maximum_filter_size_one_and_zero_return_a_copy():
+    field = np.arange(6, dtype=np.float64).reshape(2, 3)
+    for size in (0, 1, np.int64(1)):
+        result = ops.maximum_filter(field, size)
+        assert result.dtype == np.float32
+        np.testing.assert_array_equal(result, field)
+        assert not np.shares_memory(result, field)
+    same = np.ones((2, 2), np.float32)
+    assert not np.shares_memory(ops.maximum_filter(same, 1), same)
+
+
+def test_maximum_filter_even_size_means_next_odd():
+    field = np.random.default_rng(1).standard_normal((9, 11)).astype(np.float32)
+    np.testing.assert_array_equal(ops.maximum_filter(field, 4), ops.maximum_filter(field, 5))
+    np.testing.assert_array_equal(ops.maximum_filter(field, 2),
+                                  scipy.ndimage.maximum_filter(field, 3, mode="nearest"))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
+def test_maximum_filter_empty_field(shape):
+    result = ops.maximum_filter(np.zeros(shape), 3)
+    assert result.shape == shape and result.dtype == np.float32
+
+
+def test_maximum_filter_non_contiguous_input_is_not_modified():
+    base = np.random.default_rng(2).standard_normal((20, 30)).astype(np.float32)
+    view = base[::2, 1::3]
+    before = base.copy()
+    np.testing.assert_array_equal(ops.maximum_filter(view, 3), reference_filter(view, 3))
+    np.testing.assert_array_equal(base, before)
+
+
+# ---- matmul -----------------------------------------------------------------------------------------
+
+MATMUL_DTYPES = st.sampled_from([np.float32, np.float64, np.int16, np.int64, np.uint8, np.bool_])
+
+
+@st.composite
+def operands(draw) -> tuple[np.ndarray, np.ndarray]:
+    inner = draw(st.integers(1, 6))
+    batch = draw(st.lists(st.integers(1, 3), max_size=2))
+    first_shape = draw(st.sampled_from([(inner,), (draw(st.integers(1, 6)), inner),
+                                        (*batch, draw(st.integers(1, 5)), inner)]))
+    second_shape = draw(st.sampled_from([(inner,), (inner, draw(st.integers(1, 6))),
+                                         (*batch[1:], inner, draw(st.integers(1, 5)))]))
+    arrays = []
+    for shape in (first_shape, second_shape):
+        dtype = np.dtype(draw(MATMUL_DTYPES))
+        if dtype.kind == "f":
+            elements = st.floats(-1e3, 1e3, width=32)
+        elif dtype.kind == "b":
+            elements = st.booleans()
+        else:
+            elements = st.integers(0 if dtype.kind == "u" else -100, 100)
+        arrays.append(draw(hnp.arrays(dtype, shape, elements=elements)))
+    return arrays[0], arrays[1]
+
+
+@SETTINGS
+@given(pair=operands())
+def test_matmul_matches_float64_reference(pair):
+    first, second = pair
+    want = reference_matmul(first, second)
+    result = ops.matmul(first, second)
+    assert isinstance(result, np.ndarray) and result.dtype == np.float32
+    assert result.shape == np.shape(want)
+    scale = reference_matmul(np.abs(first.astype(np.float64)), np.abs(second.astype(np.float64)))
+    np.testing.assert_array_less(np.abs(result - want), scale * 1e-6 + 1e-30 + np.abs(want) * 1e-6)
+
+
+def test_matmul_integer_products_are_exact():
+    rng = np.random.default_rng(3)
+    first = rng.integers(-50, 50, size=(40, 7))
+    second = rng.integers(-50, 50, size=(7, 5)).astype(np.int16)
+    np.testing.assert_array_equal(ops.matmul(first, second), (first @ second).astype(np.float32))
+
+
+@pytest.mark.parametrize(("first", "second", "shape"), [
+    ((0, 3), (3, 4), (0, 4)),
+    ((2, 0), (0, 3), (2, 3)),
+    ((3, 0), (0,), (3,)),
+    ((0,), (0,), ()),
+    ((2, 0, 4), (4, 5), (2, 0, 5)),
+])
+def test_matmul_empty_operands(first, second, shape):
+    result = ops.matmul(np.ones(first), np.ones(second))
+    assert result.shape == shape == np.matmul(np.ones(first), np.ones(second)).shape
+    assert result.dtype == np.float32
+    assert not result.any()
+
+
+def test_matmul_two_vectors_give_a_0d_array():
+    result = ops.matmul(np.array([1.0, 2.0, 3.0]), np.array([4, 5, 6]))
+    assert isinstance(result, np.ndarray) and result.shape == () and result.dtype == np.float32
+    assert float(result) == 32.0
+
+
+# ---- nearest_neighbours -----------------------------------------------------------------------------
+
+
+@st.composite
+def grid_points(draw, max_rows: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """Integer-grid points in a tiny box: duplicates and exact ties everywhere."""
+    width = draw(st.integers(1, 4))
+    side = draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from([np.int64, np.float32, np.float64, np.int8]))
+    coordinates = st.integers(-side, side)
+    source = draw(hnp.arrays(dtype, (draw(st.integers(1, max_rows)), width), elements=coordinates))
+    target = draw(hnp.arrays(dtype, (draw(st.integers(1, max_rows)), width), elements=coordinates))
+    return source, target
+
+
+@st.composite
+def float_points(draw) -> tuple[np.ndarray, np.ndarray]:
+    width = draw(st.integers(1, 5))
+    coordinates = st.floats(-1e3, 1e3, width=32)
+    source = draw(hnp.arrays(np.float32, (draw(st.integers(1, 30)), width), elements=coordinates))
+    target = draw(hnp.arrays(np.float32, (draw(st.integers(1, 30)), width), elements=coordinates))
+    return source, target
+
+
+def check_nearest(source: np.ndarray, target: np.ndarray, **kwargs: object) -> None:
+    index, distance = ops.nearest_neighbours(source, target, **kwargs)
+    want_index, want_distance = reference_nearest(source, target)
+    assert index.dtype == np.int64 and distance.dtype == np.float32
+    assert index.shape == distance.shape == (source.shape[0],)
+    np.testing.assert_array_equal(index, want_index)
+    np.testing.assert_array_equal(distance, want_distance)
+
+
+@SETTINGS
+@given(points=grid_points())
+def test_nearest_on_a_grid_ties_go_to_the_lowest_index(points):
+    check_nearest(*points)
+
+
+@SETTINGS
+@given(points=float_points())
+def test_nearest_on_float_points_matches_brute_force(points):
+    check_nearest(*points)
+
+
+@FEW
+@given(seed=st.integers(0, 2**32 - 1), width=st.sampled_from([2, 3, 16, 24]), side=st.integers(2, 6),
+       rows=st.tuples(st.integers(257, 420), st.integers(257, 420)))
+def test_nearest_large_grids_with_many_ties(seed, width, side, rows):
+    """Enough pairs for the backend's fast paths (KD-tree for narrow, matrix product for wide)."""
+    rng = np.random.default_rng(seed)
+    source = rng.integers(-side, side + 1, size=(rows[0], width)).astype(np.float32)
+    target = rng.integers(-side, side + 1, size=(rows[1], width)).astype(np.float32)
+    target[rng.integers(0, rows[1], 40)] = target[rng.integers(0, rows[1], 40)]  # exact duplicates
+    check_nearest(source, target)
+
+
+@FEW
+@given(seed=st.integers(0, 2**32 - 1), width=st.sampled_from([2, 16]))
+def test_nearest_large_float_points(seed, width):
+    rng = np.random.default_rng(seed)
+    source = (rng.random((400, width)) * 2048).astype(np.float32)
+    target = (rng.random((350, width)) * 2048).astype(np.float32)
+    check_nearest(source, target)
+
+
+@SETTINGS
+@given(points=grid_points(max_rows=60), chunk=st.integers(1, 70))
+def test_nearest_does_not_depend_on_chunk(points, chunk):
+    source, target = points
+    index, distance = ops.nearest_neighbours(source, target, chunk=chunk)
+    whole_index, whole_distance = ops.nearest_neighbours(source, target)
+    np.testing.assert_array_equal(index, whole_index)
+    np.testing.assert_array_equal(distance, whole_distance)
+
+
+@FEW
+@given(seed=st.integers(0, 2**32 - 1), chunk=st.sampled_from([1, 7, 64, 1000]), width=st.sampled_from([2, 16]))
+def test_nearest_large_does_not_depend_on_chunk(seed, chunk, width):
+    rng = np.random.default_rng(seed)
+    source = rng.integers(0, 5, size=(300, width)).astype(np.float32)
+    target = rng.integers(0, 5, size=(280, width)).astype(np.float32)
+    index, distance = ops.nearest_neighbours(source, target, chunk=chunk)
+    whole_index, whole_distance = ops.nearest_neighbours(source, target, chunk=ops.CHUNK)
+    np.testing.assert_array_equal(index, whole_index)
+    np.testing.assert_array_equal(distance, whole_distance)
+
+
+@given(rows=st.integers(1, 10), width=st.integers(1, 4))
+@settings(deadline=None, max_examples=20, database=None)
+def test_nearest_with_no_targets_answers_minus_one_and_inf(rows, width):
+    index, distance = ops.nearest_neighbours(np.ones((rows, width)), np.empty((0, width)))
+    assert index.dtype == np.int64 and distance.dtype == np.float32
+    np.testing.assert_array_equal(index, np.full(rows, -1))
+    assert np.isposinf(distance).all() and distance.shape == (rows,)
+    assert spacr_accel_core.last_dispatch().backend == "core"
+
+
+def test_nearest_with_no_sources_is_empty():
+    index, distance = ops.nearest_neighbours(np.empty((0, 3)), np.ones((4, 3)))
+    assert index.shape == distance.shape == (0,)
+    assert index.dtype == np.int64 and distance.dtype == np.float32
+    index, distance = ops.nearest_neighbours(np.empty((0, 3)), np.empty((0, 3)))
+    assert index.shape == distance.shape == (0,)
+
+
+def test_nearest_coordinates_are_taken_as_float32():
+    # 16777217 is not a float32: it rounds to 16777216, a tie with target 0, so index 0 wins.
+    source = np.array([[16777217.0]])
+    target = np.array([[16777216.0], [16777218.0]])
+    index, distance = ops.nearest_neighbours(source, target)
+    assert index.tolist() == [0] and distance.tolist() == [0.0]
+
+
+def test_nearest_self_match_is_zero():
+    points = np.random.default_rng(5).random((50, 3))
+    assert len(np.unique(points, axis=0)) == 50
+    index, distance = ops.nearest_neighbours(points, points)
+    np.testing.assert_array_equal(index, np.arange(50))
+    assert not distance.any()
