@@ -213,15 +213,7 @@ class Registry:
         for plugin in candidates.values():
             plugins[plugin.name] = self._load(manager, plugin)
 
-        impls: dict[str, dict[str, _Impl]] = {op: {} for op in OPERATIONS}
-        for op in OPERATIONS:
-            for hookimpl in getattr(manager.hook, f"spacr_accel_{op}").get_hookimpls():
-                owner = plugins.get(hookimpl.plugin_name)
-                if owner is None or owner.obj is None:
-                    continue
-                accelerated = owner.info.accelerated if owner.info is not None else False
-                impls[op][owner.name] = _Impl(owner.name, hookimpl.function, accelerated)
-
+        impls = self._collect_impls(manager, plugins)
         ranked = tuple(
             p.name
             for p in sorted(plugins.values(), key=_priority_key)
@@ -236,6 +228,19 @@ class Registry:
                                ENV_BACKENDS, unknown, sorted(plugins))
         logger.debug("spacr_accel plugins ranked: %s", ", ".join(ranked) or "(none)")
         return _Snapshot(plugins, manager, impls, ranked, restriction, tuple(duplicates))
+
+    @staticmethod
+    def _collect_impls(manager: pluggy.PluginManager, plugins: dict[str, _Plugin]) -> dict[str, dict[str, _Impl]]:
+        """operation -> plugin name -> the function to call, for every loaded plugin."""
+        impls: dict[str, dict[str, _Impl]] = {op: {} for op in OPERATIONS}
+        for op in OPERATIONS:
+            for hookimpl in getattr(manager.hook, f"spacr_accel_{op}").get_hookimpls():
+                owner = plugins.get(hookimpl.plugin_name)
+                if owner is None or owner.obj is None:
+                    continue
+                accelerated = owner.info.accelerated if owner.info is not None else False
+                impls[op][owner.name] = _Impl(owner.name, hookimpl.function, accelerated)
+        return impls
 
     def _load(self, manager: pluggy.PluginManager, plugin: _Plugin) -> _Plugin:
         if plugin.obj is None:
