@@ -42,10 +42,17 @@ def spacr_accel_probe(
 
     Probers are walked best first (by their plugin's priority); the first usable answer wins,
     and a detected-but-unusable answer is remembered for the report if nothing better is found.
+    Each call is bounded by ``SPACR_ACCEL_PROBE_TIMEOUT``; one that does not answer in time is
+    abandoned and the machine resolves to the CPU. Raising :class:`RuntimeError` (e.g.
+    :class:`~spacr_accel_core.BackendUnavailable`: "my library will not import") is the expected
+    way to say "not here" and its message becomes the CPU's note; anything else is logged as a
+    fault. A prober honours ``SPACR_DEVICE`` for the devices it drives (the core has already
+    handled the values that force the CPU).
 
-    :param torch: the torch module to ask (from :func:`~spacr_accel_core.accelerator.inspect_torch`),
-        or ``None`` when called by :func:`~spacr_accel_core.accelerator.resolve`, in which case the
-        prober imports its own library.
+    :param torch: the torch module to ask (from :func:`~spacr_accel_core.accelerator.inspect_torch`:
+        allocate nothing and change no environment, report declared dtype support), or ``None``
+        when called by :func:`~spacr_accel_core.accelerator.resolve`, in which case the prober
+        imports its own library, selects a device for this process and may measure it.
     :param device_names: ``False`` forbids device-property queries that may initialise a runtime.
     :param include_cuda: ``False`` skips CUDA and ROCm entirely.
     """
@@ -63,7 +70,13 @@ def spacr_accel_capabilities(found: Accelerator) -> Sequence[tuple[str, bool, st
 
 @hookspec
 def spacr_accel_empty_cache(torch: ModuleType | None, found: Accelerator) -> str | None:
-    """Hand the driver back what this plugin's library caches; return what was done, or ``None``."""
+    """Hand the driver back what this plugin's library caches; return what was done, or ``None``.
+
+    :param torch: the caller's own torch handle, or ``None`` (then use the process's torch if it
+        is already imported; never import it just to free memory).
+    :param found: the usable accelerator whose cache to release.
+    :returns: the call made, e.g. ``"torch.cuda.empty_cache()"``; the first non-empty answer wins.
+    """
 
 
 @hookspec

@@ -1,5 +1,844 @@
-"""Placeholder replaced by the accelerator work (issue 3) in this same session."""
+"""One answer to "what should this run on, and what is it called".
+
+spaCR grew up on NVIDIA, so roughly forty-five call sites ask ``torch.cuda.is_available()`` and
+most of them mean "is there a GPU?". Those are DIFFERENT QUESTIONS on every machine that is not
+NVIDIA, and conflating them is what makes a perfectly good card read as "no GPU":
+
+* ROCm answers ``torch.cuda.is_available()`` **True** and wants ``device="cuda"``. Code that then
+  prints "CUDA" is naming a vendor that is not there; code that prints "no NVIDIA GPU" is denying
+  one that is.
+* Apple's Metal answers it **False** and wants ``device="mps"``. MPS is *Metal*, not an
+  Apple-Silicon feature: on an Intel iMac it drives an AMD Radeon Pro 5300 (measured 16x on conv2d
+  inference against the same machine's CPU), and ROCm has no macOS build, so Metal is the ONLY
+  route to an AMD card on a Mac.
+
+So this module answers both questions separately, and a third that matters more than either: what
+is this device UNABLE to do? On Metal, float64 raises ``TypeError``, ``autocast`` raises
+``RuntimeError`` and some operators are missing; each is reported as a field of
+:class:`Accelerator` so a caller branches instead of crashing.
+
+DETECTED AND USABLE ARE REPORTED SEPARATELY. A setup screen announcing an accelerator spaCR will
+never dispatch to is worse than one that says nothing, because the user then blames their hardware
+for CPU speed. Neural engines (the Apple Neural Engine, Intel AI Boost, Qualcomm Hexagon) are real
+silicon with no portable torch device, so they are named as FOUND and never selected.
+
+NOTHING HERE RAISES, AND NOTHING HERE HANGS. A half-installed ROCm, a broken driver, a torch whose
+import itself fails, a probe that never answers: all resolve to the CPU with a note. The machines
+most likely to have a strange accelerator are the least able to afford a traceback at import time.
+
+HOW IT IS BUILT. This module knows no vendor and never imports one at import time. The probing
+lives in plugins (``spacr_accel_probe`` hookimpls; the torch distribution ships the CUDA, ROCm,
+Metal, XPU and DirectML one), walked best first by plugin priority: the first usable answer wins,
+and a detected-but-unusable one is kept for the report when nothing better turns up.
+:func:`resolve` passes ``torch=None`` so each prober imports its own library; :func:`inspect_torch`
+passes the module to ask, so the two run the same probes in the same order and cannot drift.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import logging
+import math
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from ._registry import REGISTRY
+
+__all__ = [
+    "CPU_WORDS",
+    "DEFAULT_PROBE_TIMEOUT",
+    "ENV_DEVICE",
+    "ENV_PROBE_TIMEOUT",
+    "KINDS",
+    "Accelerator",
+    "autocast_device_type",
+    "capabilities",
+    "cellpose_gpu",
+    "cellpose_kwargs",
+    "describe",
+    "device_string",
+    "empty_cache",
+    "inspect_torch",
+    "is_cuda",
+    "is_gpu",
+    "neural_engines",
+    "resolve",
+    "supports_autocast",
+    "supports_bfloat16",
+    "supports_float64",
+    "torch_device",
+]
+
+logger = logging.getLogger("spacr_accel_core.accelerator")
+
+KINDS: Final[tuple[str, ...]] = ("cuda", "rocm", "mps", "xpu", "directml", "cpu")
+"""Kinds in the order they are preferred. CUDA first because it is what most users have and what
+the project's numbers were taken on; CPU last because it always answers."""
+
+ENV_DEVICE: Final = "SPACR_DEVICE"
+"""Force a device (``cuda:1``, ``mps``, ``xpu``, ``directml``) or the CPU. The escape hatch for "the
+GPU answer looks wrong" that does not require uninstalling anything."""
+
+CPU_WORDS: Final = frozenset({"cpu", "none", "off", "0", "false", "no"})
+"""Values of :data:`ENV_DEVICE` that force the CPU. The core honours them before any prober runs,
+so a machine whose driver hangs when asked can still be told to leave it alone."""
+
+ENV_PROBE_TIMEOUT: Final = "SPACR_ACCEL_PROBE_TIMEOUT"
+"""Seconds one probe may take before it is abandoned; ``inf`` waits forever."""
+
+DEFAULT_PROBE_TIMEOUT: Final = 60.0
+"""Generous on purpose: a prober imports its library, and a cold ``import torch`` from a slow
+laptop disk takes tens of seconds. A driver that hangs takes forever, which is what this catches."""
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """What spaCR will compute on, and what it can be told about it.
+
+    :param kind: one of :data:`KINDS`. ``rocm`` is reported distinctly from ``cuda`` even though
+        both dispatch to ``device="cuda"``, because the only thing a user can act on is the true
+        vendor.
+    :param device: the string to hand ``torch.device``.
+    :param label: human text for the setup slide and the doctor.
+    :param name: the hardware's undecorated marketing name ("AMD Radeon Pro 5300", not
+        "AMD Radeon Pro 5300 (Apple Metal)"): what the user recognises from the box, while the
+        route in ``label`` only matters where it is surprising. Empty when no name was discovered.
+    :param detected: the hardware is present.
+    :param usable: spaCR will actually dispatch to it. Never true unless ``detected``; false for
+        accelerators with no torch device.
+    :param note: why it is not usable, when it is not; for the CPU, why no accelerator was chosen.
+        Empty otherwise.
+    :param float64: the device accepts double precision.
+    :param autocast: ``torch.autocast`` accepts this device type.
+    :param fallback: missing operators silently run on the CPU instead of raising, because the
+        backend's fallback flag was set in time for torch to read it.
+    :param bfloat16: the device accepts ``torch.bfloat16``. PROBED rather than assumed from the
+        backend name, because it is the one capability that moves with the torch version: Metal
+        gained it after 2.2, and 2.2.2 is the last x86-64 macOS wheel, so the same backend answers
+        differently on an Intel Mac and an Apple Silicon one. Cellpose's cpsam loads its weights in
+        bfloat16 by default, so a wrong answer here is a TypeError at model construction.
+    """
+
+    kind: str
+    device: str
+    label: str
+    name: str = ""
+    detected: bool = True
+    usable: bool = True
+    note: str = ""
+    float64: bool = True
+    autocast: bool = True
+    fallback: bool = False
+    bfloat16: bool = True
+
+    @property
+    def is_gpu(self) -> bool:
+        """Is there a usable non-CPU device.
+
+        THE QUESTION MOST CALL SITES ACTUALLY MEANT when they wrote ``torch.cuda.is_available()``.
+        """
+        return self.usable and self.kind != "cpu"
+
+    @property
+    def is_cuda(self) -> bool:
+        """Is this genuinely NVIDIA CUDA.
+
+        Narrower than :attr:`is_gpu` and deliberately so: anything reading ``nvidia-smi``, a CUDA
+        version, or NVIDIA-specific memory interfaces wants this one and would be wrong on ROCm.
+        """
+        return self.usable and self.kind == "cuda"
+
+    @property
+    def torch_device(self) -> Any:
+        """A ``torch.device`` for :attr:`device`, or the CPU if torch is missing entirely.
+
+        The one place the core touches torch, and only when asked: without torch there is no
+        ``torch.device`` to build, so the plain string ``"cpu"`` is returned (which torch APIs and
+        Cellpose accept wherever a device is expected). Never raises.
+        """
+        torch = _loaded_torch()
+        if torch is None:
+            return "cpu"
+        try:
+            return torch.device(self.device)
+        except Exception:  # a device string this torch cannot parse: the CPU still works
+            logger.debug("torch.device(%r) failed; answering the CPU", self.device, exc_info=True)
+            try:
+                return torch.device("cpu")
+            except Exception:  # a stand-in or broken torch without a working device()
+                return "cpu"
+
+
+def _cpu(note: str = "") -> Accelerator:
+    return Accelerator(kind="cpu", device="cpu", label="CPU", note=note)
+
+
+def _loaded_torch() -> Any:
+    """torch if it is (or can be) imported, else None. Only for :attr:`Accelerator.torch_device`."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch
+    try:
+        return importlib.import_module("torch")
+    except BaseException:  # a half-installed torch can raise anything, SystemExit included
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+# ---- bounded calls -------------------------------------------------------------------------
+
+
+@dataclass
+class _Outcome:
+    """What a bounded call produced; filled in by the worker thread."""
+
+    value: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+
+
+def _probe_timeout() -> float | None:
+    """The bound from :data:`ENV_PROBE_TIMEOUT`, in seconds; ``None`` means wait forever.
+
+    An unreadable, zero, negative or NaN value falls back to :data:`DEFAULT_PROBE_TIMEOUT`
+    rather than disabling the bound: a typo must not turn a hang-proof resolver into one that hangs.
+    """
+    raw = os.environ.get(ENV_PROBE_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_PROBE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        logger.warning("%s=%r is not a number of seconds; using %g", ENV_PROBE_TIMEOUT, raw,
+                       DEFAULT_PROBE_TIMEOUT)
+        return DEFAULT_PROBE_TIMEOUT
+    if math.isnan(value) or value <= 0:
+        logger.warning("%s=%r must be positive; using %g", ENV_PROBE_TIMEOUT, raw, DEFAULT_PROBE_TIMEOUT)
+        return DEFAULT_PROBE_TIMEOUT
+    return None if math.isinf(value) else value
+
+
+def _bounded(work: Callable[[], Any], timeout: float | None, what: str) -> _Outcome:
+    """Run ``work`` in a daemon thread and wait at most ``timeout`` seconds for it.
+
+    A thread cannot be killed, so a probe that hangs is ABANDONED, not stopped: it stays blocked in
+    the background (a daemon, so it never holds the interpreter open at exit) and whatever it
+    returns later is ignored. That is the only portable way to bound a call into a driver.
+    """
+    outcome = _Outcome()
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.value = work()
+        except BaseException as exc:  # recorded for the caller; SystemExit from an import included
+            outcome.error = exc
+        finally:
+            done.set()
+
+    try:
+        threading.Thread(target=run, name=f"spacr-accel {what}", daemon=True).start()
+    except RuntimeError:  # no thread to be had (interpreter shutting down): run it here, unbounded
+        run()
+    if not done.wait(timeout):
+        return _Outcome(timed_out=True)
+    return outcome
+
+
+_PARAMETERS: dict[Callable[..., Any], tuple[str, ...] | None] = {}
+
+
+def _call_hook(function: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
+    """Call one hookimpl the way pluggy would: with only the arguments it declares.
+
+    pluggy lets an implementation take a subset of the specification's arguments; calling the raw
+    function with all of them would break such a (valid) third-party prober.
+    """
+    if function not in _PARAMETERS:
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):  # a builtin or C function: pass everything
+            names = None
+        else:
+            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+                names = None
+            else:
+                names = tuple(p.name for p in parameters if p.name in kwargs)
+        _PARAMETERS[function] = names
+    names = _PARAMETERS[function]
+    return function(**kwargs) if names is None else function(**{n: kwargs[n] for n in names})
+
+
+def _hookimpls(hook: str, timeout: float | None) -> tuple[tuple[str, Callable[..., Any]], ...] | str:
+    """The plugins implementing ``hook`` best first, or a note saying why they could not be had.
+
+    Discovery imports every plugin, so it is bounded like a probe: a plugin whose import hangs
+    must not hang the accelerator.
+    """
+    outcome = _bounded(lambda: REGISTRY.hookimpls(hook), timeout, "plugin discovery")
+    if outcome.timed_out:
+        return (f"plugin discovery did not finish within {timeout:g} s and was abandoned "
+                f"(raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
+    if outcome.error is not None:
+        return f"plugin discovery failed: {_describe(outcome.error)}"
+    found: tuple[tuple[str, Callable[..., Any]], ...] = outcome.value
+    return found
+
+
+# ---- resolution ----------------------------------------------------------------------------
+
+
+class _Cache:
+    """The process's answers. Resolved once: probing costs a CUDA context on some drivers, and the
+    answer cannot change inside a process (until :func:`spacr_accel_core.refresh`)."""
+
+    __slots__ = ("accelerator", "engines", "flow_patch_applied")
+
+    def __init__(self) -> None:
+        self.accelerator: Accelerator | None = None
+        self.engines: tuple[str, ...] | None = None
+        self.flow_patch_applied = False  # set once _keep_cellpose_flows_off_metal has run
+
+
+_LOCK = threading.Lock()
+_CACHE = _Cache()
+
+
+def _malformed(answer: Accelerator) -> str | None:
+    if answer.kind not in KINDS:
+        return f"kind {answer.kind!r} is not one of {KINDS}"
+    if answer.usable and not answer.detected:
+        return "answered usable=True for hardware it did not detect"
+    return None
+
+
+def _off_device(answer: Accelerator) -> Accelerator:
+    """A detected-but-unusable answer as the report keeps it: found, and running on the CPU."""
+    return replace(answer, device="cpu", float64=True, autocast=True, fallback=False, bfloat16=True)
+
+
+def _walk(torch: Any, device_names: bool, include_cuda: bool) -> Accelerator:
+    """Ask every prober, best first; never raises."""
+    try:
+        forced = os.environ.get(ENV_DEVICE, "").strip()
+        if forced.lower() in CPU_WORDS:
+            return _cpu(f"forced by {ENV_DEVICE}={forced}")
+        timeout = _probe_timeout()
+        probers = _hookimpls("spacr_accel_probe", timeout)
+        if isinstance(probers, str):
+            return _cpu(probers)
+        if not probers:
+            return _cpu("no device prober is installed (`pip install spacr-accel[torch]` adds one)")
+        kwargs = {"torch": torch, "device_names": device_names, "include_cuda": include_cuda}
+        return _ask(probers, kwargs, timeout)
+    except Exception as exc:  # the promise is "never raises", so the walk itself is guarded too
+        logger.warning("accelerator resolution failed: %s", _describe(exc), exc_info=True)
+        return _cpu(f"accelerator resolution failed: {_describe(exc)}")
+
+
+def _ask(probers: tuple[tuple[str, Callable[..., Any]], ...], kwargs: Mapping[str, Any],
+         timeout: float | None) -> Accelerator:
+    """The first usable answer; else the first detected one; else the CPU with every reason."""
+    notes: list[str] = []
+    unusable: Accelerator | None = None
+    for name, function in probers:
+        outcome = _bounded(functools.partial(_call_hook, function, kwargs), timeout, f"probe {name}")
+        if outcome.timed_out:
+            logger.warning("the %r device probe did not answer within %s s; abandoned it", name, timeout)
+            return _cpu(f"the {name!r} device probe did not answer within {timeout:g} s and was "
+                        f"abandoned (raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
+        answer, problem = _judge(name, outcome)
+        if problem:
+            notes.append(f"{name}: {problem}")
+        if answer is None:
+            continue
+        if answer.usable:
+            return answer
+        if answer.detected and unusable is None:
+            unusable = _off_device(answer)
+    if unusable is not None:
+        return unusable
+    return _cpu("no accelerator found" + (f" ({'; '.join(notes)})" if notes else ""))
+
+
+def _judge(name: str, outcome: _Outcome) -> tuple[Accelerator | None, str]:
+    """One prober's answer if it is well formed, and what to say about it otherwise."""
+    if outcome.error is not None:
+        # RuntimeError is a prober's "not here" (torch missing, no device); anything else is a
+        # prober that broke while being ASKED, which is the half-installed case.
+        level = logging.DEBUG if isinstance(outcome.error, RuntimeError) else logging.WARNING
+        logger.log(level, "the %r device probe raised %s", name, _describe(outcome.error))
+        return None, _describe(outcome.error)
+    answer = outcome.value
+    if answer is None:
+        return None, ""
+    if not isinstance(answer, Accelerator):
+        problem = f"returned {type(answer).__name__}, not an Accelerator"
+    else:
+        problem = _malformed(answer) or ""
+        if not problem:
+            if answer.usable or answer.detected:
+                return answer, ""  # a detected answer carries its own note
+            return None, answer.note  # nothing found, but perhaps a reason worth reporting
+    logger.warning("the %r device probe %s; ignored", name, problem)
+    return None, problem
+
+
+def resolve(refresh: bool = False) -> Accelerator:
+    """The accelerator spaCR will use. Cached; never raises.
+
+    The first call walks the probers (each bounded by :data:`ENV_PROBE_TIMEOUT`); every later call
+    is one global read. Thread-safe: concurrent first calls probe once and share the answer.
+
+    :param refresh: probe again instead of answering from the cache. For tests, which fake the
+        probes.
+    :returns: the accelerator; the CPU, with a note, whenever nothing better is usable.
+    """
+    found = _CACHE.accelerator
+    if found is not None and not refresh:
+        return found
+    return _resolve_locked(refresh)
+
+
+def _resolve_locked(refresh: bool) -> Accelerator:
+    with _LOCK:
+        found = _CACHE.accelerator
+        if found is None or refresh:
+            found = _walk(None, device_names=True, include_cuda=True)
+            logger.debug("accelerator resolved to %s (%s)", found.device, found.label)
+            _CACHE.accelerator = found
+        return found
 
 
 def _forget() -> None:
-    """Drop the cached accelerator."""
+    """Drop the cached accelerator and neural engines (:func:`spacr_accel_core.refresh`)."""
+    with _LOCK:
+        _CACHE.accelerator = None
+        _CACHE.engines = None
+
+
+def inspect_torch(torch: Any, *, device_names: bool = True, include_cuda: bool = True) -> Accelerator:
+    """Resolve against a SPECIFIC torch module, without touching the cache.
+
+    For callers that already hold a torch handle and must be answered about that one: the doctor
+    imports torch through its own indirection so the diagnosis can be exercised against a
+    stand-in, and a cached answer about the real machine would defeat that entirely. Same probes
+    and same order as :func:`resolve`, so the two cannot drift. This function does not allocate
+    dtype-probe tensors: ``float64`` and ``bfloat16`` are the backend's declared support.
+
+    :param torch: torch module whose availability metadata should be inspected.
+    :param device_names: ``False`` avoids CUDA/XPU property queries that can initialise their
+        runtime. Availability queries still run.
+    :param include_cuda: ``False`` skips CUDA/ROCm entirely, for a process whose environment
+        deliberately hides those devices. Other backends remain eligible.
+    :returns: accelerator described by the supplied torch module.
+    """
+    if torch is None:
+        return _cpu("no torch module was given to inspect")
+    return _walk(torch, bool(device_names), bool(include_cuda))
+
+
+# ---- what the machine can do ---------------------------------------------------------------
+
+
+def neural_engines() -> tuple[str, ...]:
+    """Inference silicon that is present and that spaCR will NOT use.
+
+    Reported so the setup slide can say "found, not used" rather than leaving a user to wonder why
+    their Neural Engine is idle. There is no portable torch device for any of these (the ANE is
+    reachable only through CoreML, Intel's AI Boost only through OpenVINO), so naming one as a
+    compute device would be a promise nothing behind it can keep. Gathered from every plugin's
+    ``spacr_accel_neural_engines`` hook; cached like :func:`resolve`. Never raises.
+    """
+    engines = _CACHE.engines
+    if engines is None:
+        engines = _gather_engines()
+        with _LOCK:
+            _CACHE.engines = engines
+    return engines
+
+
+def _gather_engines() -> tuple[str, ...]:
+    timeout = _probe_timeout()
+    impls = _hookimpls("spacr_accel_neural_engines", timeout)
+    if isinstance(impls, str):
+        return ()
+    found: dict[str, None] = {}
+    for name, function in impls:
+        outcome = _bounded(function, timeout, f"neural engines {name}")
+        if outcome.timed_out:
+            logger.warning("plugin %r did not list its neural engines within %s s", name, timeout)
+            continue
+        if outcome.error is not None:
+            logger.warning("plugin %r could not list neural engines: %s", name, _describe(outcome.error))
+            continue
+        answer = outcome.value
+        names: Iterable[object] = (answer,) if isinstance(answer, str) else (answer or ())
+        try:
+            found.update((n.strip(), None) for n in names if isinstance(n, str) and n.strip())
+        except TypeError:  # not iterable: a broken plugin, not a reason to fail
+            logger.warning("plugin %r listed neural engines as %s", name, type(answer).__name__)
+    return tuple(found)
+
+
+_PRIMITIVES: Final = (
+    ("maximum_filter", "Peak finding (maximum_filter)"),
+    ("matmul", "Spectral unmixing (matmul)"),
+    ("nearest_neighbours", "Cell matching (nearest_neighbours)"),
+)
+
+
+def _device_words(found: Accelerator) -> str:
+    return f"on {found.name or found.label}" if found.name else f"on the {found.label}"
+
+
+def _model_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
+    """Cellpose, training and inference: torch work that goes wherever the accelerator is."""
+    if not found.is_gpu:
+        unused = (f"; {found.label} was found but is not usable: {found.note}"
+                  if found.detected and found.kind != "cpu" else "")
+        return [
+            ("Segmentation (Cellpose)", False, "CPU only: expect minutes per image" + unused),
+            ("Model training", False, "CPU only: slow but works" + unused),
+            ("Model inference / classification", False, "CPU only" + unused),
+        ]
+    where = _device_words(found)
+    seg = where + ("" if found.bfloat16 else ", with float32 weights (this device refuses bfloat16)")
+    if found.kind == "mps":
+        seg += "; the flow-error pass runs on the CPU (a Cellpose indexing bug on Metal)"
+    train = where
+    if not found.autocast:
+        train += ", in float32 (no mixed precision on this device)"
+    if not found.float64:
+        train += "; float64 stays on the CPU"
+    infer = where + ("; missing operators fall back to the CPU" if found.fallback else "")
+    return [
+        ("Segmentation (Cellpose)", True, seg),
+        ("Model training", True, train),
+        ("Model inference / classification", True, infer),
+    ]
+
+
+def _primitive_rows() -> list[tuple[str, bool, str]]:
+    """Which backend will run each primitive, and why the ones ranked above it will not."""
+    statuses = REGISTRY.plugins()
+    order = REGISTRY.backend_names(True)
+    by_name = {s.name: s for s in statuses}
+    rows = []
+    for operation, task in _PRIMITIVES:
+        chosen = next((by_name[n] for n in order if n in by_name
+                       and operation in by_name[n].operations
+                       and operation not in dict(by_name[n].faults)), None)
+        if chosen is None:
+            rows.append((task, False, "no installed backend can run it (`pip install spacr-accel` "
+                                      "adds the NumPy one)"))
+            continue
+        passed = []
+        for status in statuses:
+            if status.name == chosen.name:
+                continue
+            if status.status != "ok":  # blocked or broken plugins have no priority: name them all
+                why = f"{status.status}" + (f" ({status.reason})" if status.reason else "")
+            elif status.priority <= chosen.priority:
+                continue
+            elif operation in dict(status.faults):
+                why = f"faulty ({dict(status.faults)[operation]})"
+            elif operation not in status.operations:
+                why = "does not implement it"
+            elif status.name not in order:
+                why = "not in the backends in force"
+            else:
+                continue
+            passed.append(f"{status.name}: {why}")
+        detail = f"{chosen.name} backend, " + ("on the device" if chosen.accelerated else "on the CPU")
+        if passed:
+            detail += f"; passed over {'; '.join(passed)}"
+        rows.append((task, chosen.accelerated, detail))
+    return rows
+
+
+def _cuml_row(found: Accelerator) -> tuple[str, bool, str]:
+    # cuML IS NOT PORTABLE, and saying so is the point: RAPIDS ships for NVIDIA CUDA only (no AMD,
+    # Intel or macOS build), so a user on Metal or ROCm should not wait for this to get faster.
+    if found.is_cuda:
+        return ("UMAP / t-SNE / clustering (cuML)", True, "on the GPU via cuML")
+    return ("UMAP / t-SNE / clustering (cuML)", False, "CPU: cuML is built for NVIDIA CUDA only")
+
+
+def _plugin_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
+    impls = _hookimpls("spacr_accel_capabilities", _probe_timeout())
+    if isinstance(impls, str):
+        return []
+    rows = []
+    for name, function in impls:
+        try:
+            answer = _call_hook(function, {"found": found})
+            for row in answer or ():
+                task, accelerated, detail = row
+                if isinstance(task, str) and isinstance(accelerated, bool) and isinstance(detail, str):
+                    rows.append((task, accelerated, detail))
+                else:
+                    logger.warning("plugin %r gave a malformed capability row %r; ignored", name, row)
+        except Exception as exc:  # a plugin's row is a courtesy; its failure must not cost ours
+            logger.warning("plugin %r failed to report capabilities: %s", name, _describe(exc))
+    return rows
+
+
+def capabilities(found: Accelerator | None = None) -> tuple[tuple[str, bool, str], ...]:
+    """``(task, accelerated, detail)`` for what this machine can actually do.
+
+    WHAT THE SETUP SCREEN IS FOR. "Compatible GPU" on its own answers a question nobody asked:
+    users want to know whether THE SLOW STEP will be slow. So this reports per task, and it reports
+    the truth per backend rather than one verdict for all of them: on Metal the segmentation and
+    the classifier are accelerated while the cuML reductions are not, and a single green tick would
+    be a lie about the second. The three primitives name the backend that will run each (from the
+    registry) and why the ones above it will not. Plugins append rows through the
+    ``spacr_accel_capabilities`` hook.
+
+    Ordered by how much the acceleration is worth: segmentation on the CPU took 444 s for one
+    256x256 image on the machine the seed was written on, and 3.2 s on its Radeon. Never raises.
+
+    :param found: optional existing accelerator snapshot. Providing it avoids another resolution
+        and any dtype-probe allocations, as required by the doctor's metadata-only check.
+    :returns: task, accelerated flag and explanation for each capability.
+    """
+    if not isinstance(found, Accelerator):
+        found = resolve()
+    rows = _model_rows(found)
+    try:
+        rows += _primitive_rows()
+    except Exception as exc:  # the registry is guarded itself; this keeps the promise regardless
+        logger.warning("could not rank the backends for the capabilities: %s", _describe(exc))
+    rows.append(_cuml_row(found))
+    try:
+        rows += _plugin_rows(found)
+    except Exception as exc:  # belt and braces: _plugin_rows guards each plugin already
+        logger.warning("could not gather plugin capabilities: %s", _describe(exc))
+    return tuple(rows)
+
+
+def describe() -> str:
+    """One line for a log or a console: what was found and whether it runs."""
+    found = resolve()
+    if found.is_gpu:
+        line = f"{found.label} (in use)"
+    elif found.detected and found.kind != "cpu":
+        line = f"{found.label}: found, not used" + (f" ({found.note})" if found.note else "")
+    else:
+        line = "CPU" + (f" ({found.note})" if found.note else "")
+    engines = neural_engines()
+    if engines:
+        line += f"; found, not used: {', '.join(engines)}"
+    return line
+
+
+# ---- the shorthands call sites actually want -----------------------------------------------
+
+
+def torch_device() -> Any:
+    """``torch.device`` for the resolved accelerator.
+
+    The direct replacement for ``torch.device("cuda:0" if torch.cuda.is_available() else "cpu")``.
+    """
+    return resolve().torch_device
+
+
+def device_string() -> str:
+    """The resolved device as a string, e.g. ``"cuda:0"``, ``"mps"``."""
+    return resolve().device
+
+
+def is_gpu() -> bool:
+    """Is there a usable accelerator of any vendor.
+
+    What a call site means when it writes ``torch.cuda.is_available()`` to decide whether to use a
+    GPU at all.
+    """
+    return resolve().is_gpu
+
+
+def is_cuda() -> bool:
+    """Is the resolved accelerator genuinely NVIDIA CUDA.
+
+    For the places that legitimately need CUDA specifically: memory interrogation, ``nvidia-smi``
+    advice, CUDA version reporting.
+    """
+    return resolve().is_cuda
+
+
+def supports_float64() -> bool:
+    """Whether double precision may be sent to the device."""
+    return resolve().float64
+
+
+def supports_bfloat16() -> bool:
+    """Whether ``torch.bfloat16`` tensors may be put on the device."""
+    return resolve().bfloat16
+
+
+def supports_autocast() -> bool:
+    """Whether ``torch.autocast`` accepts this device type.
+
+    Answered for the accelerator only: on the CPU this is ``False`` even though torch accepts
+    ``autocast("cpu")``, because bfloat16 on a CPU is usually emulated and slower than float32
+    (the same reason Cellpose gets float32 weights there).
+    """
+    found = resolve()
+    return found.is_gpu and found.autocast
+
+
+def autocast_device_type() -> str | None:
+    """The string for ``torch.autocast(device_type=...)``, or None.
+
+    None means "do not use mixed precision here", which is a different answer from "use it on the
+    CPU" and has to stay distinguishable. ROCm answers ``"cuda"``: it is torch's CUDA device type.
+    """
+    found = resolve()
+    if not (found.is_gpu and found.autocast):
+        return None
+    return "cuda" if found.kind in ("cuda", "rocm") else found.device.split(":")[0]
+
+
+def cellpose_gpu() -> bool:
+    """What to pass cellpose as ``gpu=``.
+
+    Cellpose does its own device resolution and already knows about MPS: ``assign_device(gpu=True)``
+    answers ``mps`` on a Metal machine. What it cannot do is guess, so it must be TOLD there is a
+    GPU. Passing ``torch.cuda.is_available()`` here pins a Mac to the CPU when no explicit device
+    is supplied. An explicit Cellpose device takes precedence.
+    """
+    found = resolve()
+    if found.kind == "mps" and found.usable:
+        _keep_cellpose_flows_off_metal()
+    return found.is_gpu
+
+
+def cellpose_kwargs() -> dict[str, Any]:
+    """Consistent device and weight precision for CellposeModel inference.
+
+    THREE ARGUMENTS THAT HAVE TO AGREE, which is why they are produced together rather than spelled
+    out at six call sites:
+
+    * ``gpu``: controls Cellpose's selection when no explicit device is supplied, including callers
+      that deliberately drop ``device`` below.
+    * ``device``: from the one resolver, so cellpose and spaCR cannot disagree about the same
+      machine; an explicit device takes precedence.
+    * ``use_bfloat16``: cpsam loads its weights in bfloat16 by default and Metal on torch 2.2 has no
+      bfloat16, so the default is ``TypeError: BFloat16 is not supported on MPS`` at construction.
+      float32 weights work there and cost VRAM, the right trade for a card that otherwise sits
+      idle. CPU inference also uses float32: bfloat16 support does not imply native arithmetic, and
+      emulation can be substantially slower. float32 arithmetic need not produce identical
+      predictions to bfloat16.
+
+    Callers that pass ``device=None`` on purpose (letting cellpose resolve it) should take ``gpu``
+    and ``use_bfloat16`` from here and drop ``device``.
+
+    :returns: ``{"gpu": bool, "device": torch.device, "use_bfloat16": bool}``.
+    """
+    found = resolve()
+    if found.kind == "mps" and found.usable:
+        _keep_cellpose_flows_off_metal()
+    return {
+        "gpu": found.is_gpu,
+        "device": found.torch_device,
+        "use_bfloat16": found.is_gpu and found.bfloat16,
+    }
+
+
+_FLOW_PATCH_LOCK = threading.Lock()
+
+
+def _keep_cellpose_flows_off_metal() -> None:
+    """Run cellpose's flow-error pass on the CPU when the device is Metal.
+
+    A NARROW WORKAROUND FOR AN UPSTREAM BUG, stated precisely because monkeypatching someone
+    else's library needs a removal condition. ``cellpose.dynamics.masks_to_flows_gpu`` computes an
+    index one past the end on MPS (``IndexError: index 256 is out of bounds for axis 1 with size
+    256``), reproduced on a 256x256 image of ordinary round blobs that segments correctly on the CPU.
+
+    WHAT IS AND IS NOT MOVED. Only ``remove_bad_flow_masks`` goes back to the CPU: it is
+    post-processing over a finished mask, its own signature already defaults to the CPU, and it is
+    cheap. The network, which is essentially all of the runtime, stays on Metal.
+
+    TO REMOVE THIS: segment with a Metal device on a cellpose that has fixed the indexing, and
+    delete the function. It is idempotent, a no-op without cellpose, and never raises: a cellpose
+    whose internals have moved leaves spaCR on the working path it already had.
+    """
+    with _FLOW_PATCH_LOCK:
+        if _CACHE.flow_patch_applied:
+            return
+        _CACHE.flow_patch_applied = True
+        try:
+            dynamics = importlib.import_module("cellpose.dynamics")
+        except BaseException:  # no cellpose, or one whose import breaks: nothing to patch
+            logger.debug("cellpose is not importable; no flow-error workaround needed", exc_info=True)
+            return
+        try:
+            original = getattr(dynamics, "remove_bad_flow_masks", None)
+            if original is None or getattr(original, "_spacr_cpu_flows", False):
+                return
+
+            def on_the_cpu(masks: Any, flows: Any, threshold: float = 0.4, device: Any = None,
+                           **extra: Any) -> Any:
+                """Run Cellpose flow-error filtering on the CPU for Metal.
+
+                :param masks: label masks forwarded unchanged to Cellpose.
+                :param flows: flow field forwarded unchanged to Cellpose.
+                :param threshold: flow-error threshold forwarded to Cellpose.
+                :param device: ignored compatibility argument; the wrapped call always receives
+                    ``torch.device("cpu")``.
+                :param extra: any newer keyword Cellpose passes, forwarded unchanged.
+                :returns: the original ``remove_bad_flow_masks`` return value.
+                """
+                del device  # ignored on purpose: the whole point is to override it
+                cpu = importlib.import_module("torch").device("cpu")
+                return original(masks, flows, threshold=threshold, device=cpu, **extra)
+
+            functools.update_wrapper(on_the_cpu, original)
+            on_the_cpu.__doc__ = original.__doc__
+            setattr(on_the_cpu, "_spacr_cpu_flows", True)  # noqa: B010  (mypy rejects a plain attribute on a function)
+            setattr(dynamics, "remove_bad_flow_masks", on_the_cpu)  # noqa: B010  (mypy cannot see cellpose's module attributes)
+            logger.debug("cellpose flow-error pass pinned to the CPU (Metal indexing bug)")
+        except Exception:  # a cellpose whose internals moved: leave it as it is
+            logger.debug("could not apply the cellpose flow-error workaround", exc_info=True)
+
+
+def empty_cache(torch_module: Any = None) -> str:
+    """Hand the driver back whatever this backend caches. Never raises.
+
+    :param torch_module: ask about THIS torch instead of the cached answer for the machine. A
+        resource-cleanup caller holding its own handle deliberately does not import torch just to
+        free memory, and a cached global would send the call to the wrong backend when that handle
+        is a stand-in.
+    :returns: the call that was made (e.g. ``"torch.cuda.empty_cache()"``, the line a user can look
+        up), or ``""`` when there was nothing to release.
+    """
+    try:
+        found = resolve() if torch_module is None else inspect_torch(torch_module, device_names=False)
+        if not found.is_gpu:
+            return ""
+        impls = _hookimpls("spacr_accel_empty_cache", _probe_timeout())
+        if isinstance(impls, str):
+            return ""
+        for name, function in impls:
+            try:
+                made = _call_hook(function, {"torch": torch_module, "found": found})
+            except Exception as exc:  # one plugin failing to free memory is no reason to raise
+                logger.debug("plugin %r failed to empty its cache: %s", name, _describe(exc))
+                continue
+            if isinstance(made, str) and made:
+                return made
+        return ""
+    except Exception as exc:  # the promise is "never raises"
+        logger.debug("empty_cache failed: %s", _describe(exc))
+        return ""

@@ -1,10 +1,131 @@
-"""Placeholder plugin, replaced by the torch backend work in this same session."""
+"""The torch plugin's hookimpls: the device prober (from ``_probe``) and the torch backend.
 
-from spacr_accel_core import BackendInfo, hookimpl
+The backend runs the three primitives on the device :func:`spacr_accel_core.accelerator.resolve`
+names: CUDA, ROCm, Metal or XPU, and the CPU when a caller forces ``backend="torch"`` on a machine
+without one. It is offered to automatic dispatch only where that device is a GPU: torch on a CPU
+is what the NumPy backend already does better.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from spacr_accel_core import BackendInfo, BackendUnavailable, hookimpl
+from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator
+
+from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's hookimpls)
+    spacr_accel_empty_cache,
+    spacr_accel_neural_engines,
+    spacr_accel_probe,
+)
 
 SPACR_ACCEL_API_VERSION = 1
+NAME = "torch"
+PRIORITY = 300.0
+"""Highest of the shipped backends (the seed's order: torch, then cupy, then numpy)."""
+
+_PROBE_TIMEOUT_ENV = "SPACR_ACCEL_PROBE_TIMEOUT"
+_DEFAULT_PROBE_TIMEOUT = 60.0
+_T = TypeVar("_T")
+
+
+def _probe_bounded() -> Accelerator | None:
+    """Our own prober's answer, asked in a worker thread and abandoned if it hangs.
+
+    WHY NOT ``resolve()``. This hook runs while the registry is being built, under its lock;
+    ``resolve()`` discovers probers through the registry from a worker thread, which would wait on
+    that lock until the probe timeout and then cache "CPU" for the whole process. So the backend
+    asks its own distribution's prober directly (the one that drives every torch device), with
+    the same bound the core puts on probes; the primitives themselves use ``resolve()``.
+    """
+    raw = os.environ.get(_PROBE_TIMEOUT_ENV, "").strip()
+    try:
+        timeout: float | None = float(raw) if raw else _DEFAULT_PROBE_TIMEOUT
+    except ValueError:
+        timeout = _DEFAULT_PROBE_TIMEOUT
+    if timeout is not None and (math.isnan(timeout) or timeout <= 0):
+        timeout = _DEFAULT_PROBE_TIMEOUT
+    if timeout == float("inf"):
+        timeout = None
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = spacr_accel_probe(torch=None, device_names=False, include_cuda=True)
+        except BaseException as exc:  # handed to the caller below, SystemExit from an import included
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="spacr-accel torch backend probe", daemon=True).start()
+    if not done.wait(timeout):
+        raise BackendUnavailable(f"the torch device probe did not answer within {timeout:g} s")
+    if "error" in box:
+        error: BaseException = box["error"]
+        if isinstance(error, RuntimeError):
+            raise error
+        raise BackendUnavailable(f"the torch device probe failed: {type(error).__name__}: {error}")
+    value: Accelerator | None = box.get("value")
+    return value
 
 
 @hookimpl
 def spacr_accel_backend_info() -> BackendInfo:
-    return BackendInfo(name="torch", priority=300.0, accelerated=True, usable=False, note="not built yet")
+    """Usable for automatic dispatch only where torch has a GPU of any vendor to run on."""
+    def info(usable: bool, note: str) -> BackendInfo:
+        return BackendInfo(name=NAME, priority=PRIORITY, accelerated=True, usable=usable, note=note)
+
+    forced = os.environ.get(ENV_DEVICE, "").strip()
+    if forced.lower() in CPU_WORDS:
+        return info(False, f"{ENV_DEVICE}={forced} forces the CPU (backend='torch' still runs there)")
+    try:
+        found = _probe_bounded()
+    except RuntimeError as exc:
+        return info(False, f"no torch device: {exc} (`pip install spacr-accel[torch]`)")
+    if found is None or not found.is_gpu:
+        why = found.note if found is not None and found.note else "torch found no GPU here"
+        return info(False, f"{why}; backend='torch' runs on the CPU when forced")
+    return info(True, f"torch on {found.device} ({found.label})")
+
+
+def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
+    """Run one primitive on the resolved device, translating the device's errors for dispatch."""
+    from ._runtime import target, translate
+
+    device = target()
+    try:
+        return work(*args, device)
+    except Exception as exc:
+        translated = translate(exc, what)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+@hookimpl
+def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
+    from ._ops import maximum_filter
+
+    return _run("maximum_filter", maximum_filter, field, size)
+
+
+@hookimpl
+def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    from ._ops import matmul
+
+    return _run("matmul", matmul, first, second)
+
+
+@hookimpl
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray,
+                                   chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    from ._nearest import nearest
+
+    return _run("nearest_neighbours", nearest, source, target, chunk)

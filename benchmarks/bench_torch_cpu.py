@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Issue 4's CPU numbers: the torch backend forced onto the CPU against the seed's torch code.
+
+Measured side by side in one run, on the same inputs:
+
+* ``maximum_filter`` on a 4096 x 4096 field, size 15: the seed's full-window max-pool
+  (``max_pool2d`` with a k x k kernel, stride 1, on a replicate-padded field) against
+  ``ops.maximum_filter(..., backend="torch")``. Target: at least 2x.
+* ``nearest_neighbours`` with N = M = 100,000 points in 2-D: the seed's chunked ``cdist`` path
+  (4096 source rows per chunk, ``cdist`` + ``argmin``; a few chunks timed and extrapolated to the
+  whole set, since the full run takes minutes) against ``ops.nearest_neighbours(...,
+  backend="torch")``, which must also be exact (equal to the NumPy backend). Target: at least 10x.
+
+Run: ``python benchmarks/bench_torch_cpu.py`` (about a minute on two cores). Exits non-zero when
+a target is missed or an answer differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+
+def best_of(repeats: int, work: Callable[[], object]) -> float:
+    """The fastest of ``repeats`` runs, in seconds (the least disturbed by other processes)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--side", type=int, default=4096, help="field edge (default 4096)")
+    parser.add_argument("--size", type=int, default=15, help="window edge (default 15)")
+    parser.add_argument("--points", type=int, default=100_000, help="N = M (default 100,000)")
+    parser.add_argument("--seed-chunks", type=int, default=3, help="cdist chunks to time (default 3)")
+    args = parser.parse_args()
+
+    import torch
+    import torch.nn.functional as functional
+
+    from spacr_accel_core import ops
+
+    rng = np.random.default_rng(0)
+    field = rng.standard_normal((args.side, args.side)).astype(np.float32)
+    radius = args.size // 2
+    tensor = torch.from_numpy(field)
+
+    def seed_filter() -> torch.Tensor:
+        padded = functional.pad(tensor[None, None], (radius,) * 4, mode="replicate")
+        return functional.max_pool2d(padded, args.size, stride=1)[0, 0]
+
+    ops.maximum_filter(field[:64, :64], args.size, backend="torch")  # discovery and warm-up
+    ours = ops.maximum_filter(field, args.size, backend="torch")
+    agree_filter = np.array_equal(ours, seed_filter().numpy()) and np.array_equal(
+        ours, ops.maximum_filter(field, args.size, backend="numpy"))
+    seed_f = best_of(2, seed_filter)
+    ours_f = best_of(3, lambda: ops.maximum_filter(field, args.size, backend="torch"))
+
+    n = args.points
+    source = rng.uniform(0, 10_000, (n, 2)).astype(np.float32)
+    target = rng.uniform(0, 10_000, (n, 2)).astype(np.float32)
+    s_t, t_t = torch.from_numpy(source), torch.from_numpy(target)
+    chunk = 4096
+
+    def seed_chunk(start: int) -> None:
+        distance = torch.cdist(s_t[start:start + chunk], t_t)
+        index = distance.argmin(dim=1)
+        distance.gather(1, index[:, None])
+
+    seed_chunk(0)  # warm-up
+    chunk_times = []
+    for k in range(args.seed_chunks):
+        begin = time.perf_counter()
+        seed_chunk(k * chunk)
+        chunk_times.append(time.perf_counter() - begin)
+    seed_n = statistics.median(chunk_times) * (n / chunk)
+    ours_n = best_of(2, lambda: ops.nearest_neighbours(source, target, backend="torch"))
+    index, distance = ops.nearest_neighbours(source, target, backend="torch")
+    expected = ops.nearest_neighbours(source, target, backend="numpy")
+    exact = np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+    rows = [
+        (f"maximum_filter {args.side}x{args.side} size {args.size}", "seed max_pool2d k x k",
+         seed_f, ours_f, 2.0, agree_filter),
+        (f"nearest_neighbours N=M={n:,} D=2", f"seed cdist, {chunk}-row chunks (extrapolated)",
+         seed_n, ours_n, 10.0, exact),
+    ]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, forced backend='torch' on the CPU")
+    print(f"{'operation':<40} {'baseline':<42} {'baseline s':>10} {'torch s':>9} {'ratio':>8} "
+          f"{'target':>7} {'agrees':>7}")
+    failed = False
+    for name, baseline, seed_s, ours_s, target_ratio, agrees in rows:
+        ratio = seed_s / ours_s
+        failed |= ratio < target_ratio or not agrees
+        print(f"{name:<40} {baseline:<42} {seed_s:>10.3f} {ours_s:>9.3f} {ratio:>7.1f}x "
+              f"{target_ratio:>6.0f}x {'yes' if agrees else 'NO':>7}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

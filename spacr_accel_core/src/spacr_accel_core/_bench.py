@@ -1,0 +1,370 @@
+"""``spacr-accel bench``: each operation on each backend, checked against NumPy, side by side.
+
+WHY FORCED, NOT DISPATCHED. Automatic dispatch would answer "what runs here" once per operation;
+the bench wants every backend that CAN run, so it calls each with ``backend=name``. A backend that
+says "not me, not now" (a :class:`RuntimeError`, e.g. CuPy with no card) is shown as skipped
+with its reason, so the table also explains why a backend a user installed is not in use.
+
+WHY SIDE BY SIDE. The repeats are interleaved (numpy, torch, ..., numpy, torch, ...) and the best
+of each backend is kept, so a background job on a shared machine slows every backend alike
+instead of whichever happened to run while it was busy; the speed-ups are ratios from one run.
+
+WHY AGREEMENT FIRST. A fast wrong answer is worth nothing: every backend's first (warm-up) result
+is compared with the NumPy backend's, with the design's own exactness rules, before its time is
+reported. A disagreement makes the command exit 1 so a CI job can run it as a check.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TextIO
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+"""Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
+
+REFERENCE = "numpy"
+"""The backend every other one is checked against; always benchmarked, first."""
+
+MATMUL_RTOL = 1e-5
+"""Allowed ``||got - numpy|| / ||numpy||`` for matmul: float32 rounding, not a different answer."""
+
+SLOW_BUDGET_S = 5.0
+"""Timed seconds per backend and operation after which the repeats stop early, so a backend
+that is many times slower (a GPU backend forced onto a CPU) does not hold the bench for minutes."""
+
+QUICK_BUDGET_S = 1.0
+"""The same bound under ``--quick``, which promises seconds."""
+
+Report = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One operation on one realistic input.
+
+    :param operation: the ``spacr_accel_core.ops`` function name.
+    :param label: the input in words, for the table.
+    :param args: positional arguments of the op.
+    :param compare: ``(reference, result) -> (agrees, detail)``.
+    """
+
+    operation: str
+    label: str
+    args: tuple[Any, ...]
+    compare: Callable[[Any, Any], tuple[bool, str]]
+
+
+def _compare_field(reference: Any, result: Any) -> tuple[bool, str]:
+    """Bit-identical, NaN where NumPy has NaN: the maximum filter is exact on every backend.
+
+    :param reference: NumPy's filtered field.
+    :param result: the backend's.
+    """
+    if result.shape != reference.shape or result.dtype != reference.dtype:
+        return False, (f"got {result.dtype}{list(result.shape)}, "
+                       f"numpy gave {reference.dtype}{list(reference.shape)}")
+    same = (result == reference) | (np.isnan(result) & np.isnan(reference))
+    wrong = int(same.size - np.count_nonzero(same))
+    return wrong == 0, "bit-identical" if wrong == 0 else f"{wrong} of {same.size} pixels differ"
+
+
+def _compare_product(reference: Any, result: Any) -> tuple[bool, str]:
+    """Equal up to float32 rounding, measured against the size of the whole product.
+
+    A relative norm rather than an element-wise tolerance, because a row of near-zero products
+    legitimately differs in its last bits between BLAS implementations.
+
+    :param reference: NumPy's product.
+    :param result: the backend's.
+    """
+    if result.shape != reference.shape:
+        return False, f"got shape {list(result.shape)}, numpy gave {list(reference.shape)}"
+    ref = reference.astype(np.float64)
+    scale = float(np.linalg.norm(ref))
+    error = float(np.linalg.norm(result.astype(np.float64) - ref))
+    relative = error / scale if scale > 0 else error
+    agrees = bool(np.isfinite(relative)) and relative <= MATMUL_RTOL
+    return agrees, f"relative error {relative:.1e}"
+
+
+def _compare_nearest(reference: Any, result: Any) -> tuple[bool, str]:
+    """Same indices and same distances: the search is exact, ties to the lowest index.
+
+    :param reference: NumPy's ``(indices, distances)``.
+    :param result: the backend's.
+    """
+    ref_index, ref_distance = reference
+    index, distance = result
+    if index.shape != ref_index.shape or distance.shape != ref_distance.shape:
+        return False, f"got {len(index)} answers, numpy gave {len(ref_index)}"
+    wrong_index = int(np.count_nonzero(index != ref_index))
+    wrong_distance = int(np.count_nonzero(distance != ref_distance))
+    if wrong_index == 0 and wrong_distance == 0:
+        return True, "identical"
+    return False, f"{wrong_index} indices and {wrong_distance} distances of {len(ref_index)} differ"
+
+
+def cases(quick: bool, seed: int = 0) -> list[Case]:
+    """The three operations on inputs shaped like spaCR's: a tile, a well's spots, a well's cells.
+
+    :param quick: smaller inputs, for a check that finishes in seconds.
+    :param seed: the random seed, so two runs time the same data.
+    :returns: one case per operation.
+    """
+    rng = np.random.default_rng(seed)
+    side = 512 if quick else 2048
+    size = 15
+    # A camera tile: noisy background, bright single-pixel spots, flat saturated plateaus (ties)
+    # and a few dead pixels as NaN, so the NaN rule is checked too.
+    field = (100.0 + 10.0 * rng.standard_normal((side, side), dtype=np.float32)).astype(np.float32)
+    spots = rng.integers(0, side, size=(side, 2))
+    field[spots[:, 0], spots[:, 1]] += rng.uniform(500, 2000, size=side).astype(np.float32)
+    field[: side // 8, : side // 8] = np.float32(4095.0)
+    dead = rng.integers(0, side, size=(8, 2))
+    field[dead[:, 0], dead[:, 1]] = np.nan
+
+    rows = 250_000 if quick else 4_000_000
+    intensities = rng.uniform(0, 4095, size=(rows, 4)).astype(np.float32)
+    unmix = (np.eye(4) + rng.uniform(-0.1, 0.1, size=(4, 4))).astype(np.float32)
+
+    points = 5_000 if quick else 100_000
+    source = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
+    target = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
+    return [
+        Case("maximum_filter", f"{side}x{side} float32, size {size}", (field, size), _compare_field),
+        Case("matmul", f"({rows:,} x 4) @ (4 x 4) float32", (intensities, unmix), _compare_product),
+        Case("nearest_neighbours", f"N = M = {points:,}, D = 2, in a 2048 box", (source, target),
+             _compare_nearest),
+    ]
+
+
+def candidates(requested: Sequence[str] | None) -> list[str]:
+    """The backends to try: NumPy first, then what dispatch would use, then every other plugin.
+
+    A plugin that is not usable for automatic dispatch may still run when forced (torch on a
+    CPU-only machine), which is worth knowing, so it is tried rather than left out.
+
+    :param requested: names from ``--backend``, or ``None`` for every installed plugin.
+    :returns: distinct names, :data:`REFERENCE` first.
+    """
+    if requested:
+        return list(dict.fromkeys([REFERENCE, *requested]))
+    from . import plugins
+    from .ops import accelerated_backends
+
+    names = [REFERENCE, *accelerated_backends(gpu=True)]
+    names += [row.name for row in plugins() if row.status != "duplicate"]
+    return list(dict.fromkeys(names))
+
+
+class Progress:
+    """One line on stderr, rewritten in place with ``\\r``; silent when not a terminal.
+
+    :param stream: where to write; ``None`` writes nothing.
+    :param total: the number of steps, for the ``[k/n]`` counter.
+    """
+
+    def __init__(self, stream: TextIO | None, total: int) -> None:
+        self._stream = stream
+        self._total = total
+        self._done = 0
+        self._width = 0
+
+    def step(self, text: str) -> None:
+        """Count one step and show what runs now.
+
+        :param text: the step, e.g. ``"matmul on torch, repeat 2/5"``.
+        """
+        self._done += 1
+        if self._stream is None:
+            return
+        line = f"bench [{self._done}/{self._total}] {text}"
+        self._stream.write("\r" + line.ljust(self._width))
+        self._stream.flush()
+        self._width = len(line)
+
+    def close(self) -> None:
+        """Erase the line so the table starts on a clean one."""
+        if self._stream is not None and self._width:
+            self._stream.write("\r" + " " * self._width + "\r")
+            self._stream.flush()
+
+
+def _first_line(exc: BaseException) -> str:
+    """The exception as one line: a forced backend's reason can span a paragraph.
+
+    :param exc: what the backend raised.
+    """
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _attempt(call: Callable[[], Any]) -> tuple[str, str, Any, float]:
+    """Run one forced call and classify how it went.
+
+    :param call: the op with ``backend=`` bound.
+    :returns: ``(status, reason, result, seconds)``; status is ``ok``, ``skipped`` (the backend
+        declined with a RuntimeError or ran out of memory), ``faulty`` (it broke the contract: a
+        wrong shape or dtype, or an exception a plugin must not raise) or ``error`` (anything
+        else escaped, e.g. from a core older than the bench).
+    """
+    from ._errors import PluginFault
+
+    start = time.perf_counter()
+    try:
+        result = call()
+    except PluginFault as exc:
+        return "faulty", _first_line(exc), None, 0.0
+    except (RuntimeError, MemoryError) as exc:  # "not me, not now", or out of memory: not a bug
+        return "skipped", _first_line(exc), None, 0.0
+    except Exception as exc:  # a broken plugin is a row in the table, never a crashed bench
+        return "error", _first_line(exc), None, 0.0
+    return "ok", "", result, time.perf_counter() - start
+
+
+def _one_case(case: Case, names: Sequence[str], repeats: int, budget: float, bar: Progress) -> Report:
+    """Warm up and check every backend on one case, then time them side by side.
+
+    :param case: the operation and its input.
+    :param names: backends to try, :data:`REFERENCE` first.
+    :param repeats: timed rounds after the warm-up.
+    :param budget: timed seconds after which a backend stops repeating (its best so far stands).
+    :param bar: the progress line.
+    :returns: the case's entry of the report's ``operations``.
+    """
+    from . import ops
+
+    function = getattr(ops, case.operation)
+    rows: dict[str, Report] = {}
+    answers: dict[str, Any] = {}
+    for name in names:
+        bar.step(f"{case.operation} on {name}, warm-up")
+        status, reason, answer, seconds = _attempt(partial(function, *case.args, backend=name))
+        rows[name] = {"backend": name, "status": status, "reason": reason, "agrees": None,
+                      "detail": "", "warmup_s": seconds if status == "ok" else None,
+                      "best_s": None, "times_s": [], "speedup": None}
+        if status == "ok":
+            answers[name] = answer
+            if seconds > budget:  # too slow to repeat: its warm-up is its only time
+                rows[name]["times_s"].append(seconds)
+    reference = answers.get(REFERENCE)
+    for name, answer in answers.items():
+        if reference is None:
+            rows[name]["detail"] = "no NumPy reference to check against"
+        else:
+            rows[name]["agrees"], rows[name]["detail"] = case.compare(reference, answer)
+    for round_ in range(repeats):
+        for name in names:
+            row = rows[name]
+            bar.step(f"{case.operation} on {name}, repeat {round_ + 1}/{repeats}")
+            if row["status"] != "ok" or sum(row["times_s"]) > budget:
+                continue
+            status, reason, _, seconds = _attempt(partial(function, *case.args, backend=name))
+            if status == "ok":
+                row["times_s"].append(seconds)
+            else:  # it ran once and then declined: report that, and drop its times
+                row.update(status=status, reason=f"on a repeat: {reason}", times_s=[])
+    _speedups(rows)
+    return {"operation": case.operation, "input": case.label, "results": list(rows.values())}
+
+
+def _speedups(rows: dict[str, Report]) -> None:
+    """Fill in each row's best time and its speed-up over the reference, where both exist.
+
+    :param rows: backend name -> result row, updated in place.
+    """
+    for row in rows.values():
+        row["best_s"] = min(row["times_s"], default=None)
+    base = rows[REFERENCE]["best_s"] if REFERENCE in rows else None
+    for row in rows.values():
+        if base and row["best_s"]:
+            row["speedup"] = base / row["best_s"]
+
+
+def run(
+    *,
+    quick: bool = False,
+    repeat: int | None = None,
+    backends: Sequence[str] | None = None,
+    progress: TextIO | None = None,
+) -> Report:
+    """Benchmark every operation on every backend that runs here.
+
+    :param quick: small inputs (seconds, not a minute).
+    :param repeat: timed runs per backend after the warm-up; the best is reported. Defaults to
+        3 with ``quick`` and 5 without.
+    :param backends: only these (plus NumPy, the reference); ``None`` for all.
+    :param progress: a stream for the ``\\r`` progress line, or ``None`` for none.
+    :returns: the JSON-able report documented in ``docs/cli.md``.
+    """
+    from .ops import accelerated_backends
+
+    repeats = repeat if repeat is not None else (3 if quick else 5)
+    names = candidates(backends)
+    work = cases(quick)
+    bar = Progress(progress, total=len(work) * len(names) * (1 + repeats))
+    report: Report = {
+        "schema_version": SCHEMA_VERSION,
+        "quick": quick,
+        "repeat": repeats,
+        "order": list(accelerated_backends(gpu=True)),
+        "operations": [],
+    }
+    try:
+        for case in work:
+            report["operations"].append(
+                _one_case(case, names, repeats, QUICK_BUDGET_S if quick else SLOW_BUDGET_S, bar))
+    finally:
+        bar.close()
+    broken = [f"{row['backend']} in {op['operation']}" for op in report["operations"]
+              for row in op["results"] if row["agrees"] is False or row["status"] in ("faulty", "error")]
+    report["ok"] = not broken
+    report["problems"] = broken
+    return report
+
+
+def render(report: Report) -> str:
+    """The report as an aligned table for people.
+
+    :param report: what :func:`run` returned.
+    :returns: the text, ending in a newline.
+    """
+    from ._doctor import table
+
+    out = [
+        f"spacr-accel bench{' --quick' if report['quick'] else ''}: best of {report['repeat']} "
+        "after a warm-up; speed-up = NumPy's time / the backend's",
+        f"automatic dispatch order here: {', '.join(report['order'])}",
+        "",
+    ]
+    rows = []
+    for op in report["operations"]:
+        first = True
+        for row in op["results"]:
+            agrees = "-" if row["agrees"] is None else ("yes" if row["agrees"] else "NO")
+            best = "-" if row["best_s"] is None else f"{row['best_s'] * 1e3:.2f}"
+            speedup = "-" if row["speedup"] is None else f"{row['speedup']:.2f}x"
+            note = row["reason"] if row["status"] != "ok" else row["detail"]
+            rows.append([op["operation"] if first else "", op["input"] if first else "", row["backend"],
+                         row["status"], agrees, best, speedup, note])
+            first = False
+    out += table(["operation", "input", "backend", "status", "agrees", "best ms", "speed-up", "detail"],
+                 rows, indent="")
+    if report["problems"]:
+        out += ["", f"PROBLEMS: {'; '.join(report['problems'])} (wrong answers, or broke the contract)"]
+    return "\n".join(out) + "\n"
+
+
+def progress_stream(enabled: bool) -> TextIO | None:
+    """stderr when a person is watching it, else ``None``.
+
+    :param enabled: ``False`` with ``--json`` (a script is reading, and may be capturing stderr).
+    """
+    stream = sys.stderr
+    return stream if enabled and stream is not None and stream.isatty() else None

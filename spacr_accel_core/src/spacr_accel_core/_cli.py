@@ -1,0 +1,247 @@
+"""The ``spacr-accel`` command: ``doctor`` (what is here and why) and ``bench`` (how fast, and right).
+
+WHY SO LITTLE AT IMPORT TIME. The console script starts a fresh interpreter for every call, and
+the doctor has a budget of about three seconds of which ``import torch`` takes most; so this
+module imports only :mod:`argparse`, and each subcommand imports what it needs when it runs.
+
+Exit codes: ``0`` success (the doctor ALWAYS exits 0: it reports problems, it is not one);
+``1`` the bench found a backend that disagrees with NumPy or broke the contract; ``2`` a usage
+error (argparse's own convention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+PROG = "spacr-accel"
+
+
+def _at_least_one(text: str) -> int:
+    """argparse type for ``--repeat``: a positive integer, with a message that says so.
+
+    :param text: the argument as typed.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _version() -> str:
+    """The core's installed version, for ``--version`` (read lazily: it touches metadata)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("spacr-accel-core")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version`` that reads the metadata only when asked, not on every start."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"{PROG} (spacr-accel-core) {_version()}")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, separate from :func:`main` so the docs and tests can inspect it.
+
+    :returns: a parser whose ``command`` attribute names the subcommand.
+    """
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="spaCR's accelerator layer: what this machine can run, and how fast.",
+    )
+    parser.add_argument("--version", action=_VersionAction, help="print the core's version and exit")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log to stderr: -v INFO, -vv DEBUG (which backend ran, and why others declined)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="what was found, what is usable and why not, every plugin and override",
+        description="Report the device, its capabilities, every plugin and the overrides in force. "
+                    "Runs no computation and always exits 0.",
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output (keys in docs/cli.md)")
+
+    bench = commands.add_parser(
+        "bench",
+        help="time each operation on each backend, checked against NumPy",
+        description="Run maximum_filter, matmul and nearest_neighbours on every backend that runs "
+                    "here, check each answer against NumPy, and print times and speed-ups. "
+                    "Exits 1 when a backend gives a different answer.",
+    )
+    bench.add_argument("--json", action="store_true", help="machine-readable output, no progress line")
+    bench.add_argument("--quick", action="store_true", help="small inputs: a check in seconds")
+    bench.add_argument("--backend", action="append", metavar="NAME", dest="backends",
+                       help="benchmark only this backend (repeatable); NumPy always runs as the reference")
+    bench.add_argument("--repeat", type=_at_least_one, metavar="N", default=None,
+                       help="timed runs per backend after a warm-up, best kept (default 5, 3 with --quick)")
+    return parser
+
+
+def _configure_logging(verbosity: int) -> None:
+    """Send the library's log to stderr when asked; otherwise leave logging as it was.
+
+    Only on request, because :func:`main` may be called in-process by a program that has its own
+    logging set up.
+
+    :param verbosity: the count of ``-v``.
+    """
+    if verbosity <= 0:
+        return
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    log = logging.getLogger("spacr_accel_core")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+
+
+def _write(text: str) -> None:
+    """Write to stdout without letting the terminal's encoding turn a report into a traceback.
+
+    A plugin's reason may hold any character, and a Windows console or ``LANG=C`` may not have
+    it; the doctor must still print, so unencodable characters become ``?``.
+
+    :param text: what to print, newline included.
+    """
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+        sys.stdout.write(text.encode(encoding, "replace").decode(encoding))
+    sys.stdout.flush()
+
+
+def _emit_json(report: object) -> None:
+    """Print a report as indented JSON on stdout (ASCII-escaped, so any encoding takes it).
+
+    :param report: a JSON-able dict; anything else inside it is written as its ``str``.
+    """
+    import json
+
+    _write(json.dumps(report, indent=2, default=str) + "\n")
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe (``spacr-accel doctor | head``), point stdout at devnull.
+
+    Otherwise the interpreter's final flush raises again and prints a traceback for what is
+    the reader's normal way of saying "enough".
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced by something without a file
+        pass
+
+
+def _is_the_program(argv: Sequence[str] | None) -> bool:
+    """Whether this call IS the process (the console script, ``python -m``), not a library call.
+
+    Both entry points import :func:`main` into ``__main__`` and call it without arguments; an
+    embedding program or a test passes its own ``argv``.
+
+    :param argv: what :func:`main` was given.
+    """
+    return argv is None and getattr(sys.modules.get("__main__"), "main", None) is main
+
+
+def _finish(code: int) -> NoReturn:
+    """End the process at once, skipping the interpreter's teardown.
+
+    WHY. With torch and CuPy loaded, tearing the interpreter down (module dicts, atexit hooks,
+    CUDA runtime finalisers) costs about half a second of CPU, a sixth of the doctor's budget,
+    for a process whose output is already written. It also means an abandoned device probe thread
+    cannot hold the exit. Only used when the call is the whole process (:func:`_is_the_program`).
+
+    :param code: the exit status.
+    """
+    import contextlib
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed pipe or stream
+            stream.flush()
+    if "logging" in sys.modules:
+        import logging
+
+        logging.shutdown()
+    os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    :param argv: the arguments after the program name; ``None`` reads :data:`sys.argv`. When
+        ``None`` and called from the console script or ``python -m spacr_accel_core``, the process
+        ends here with the exit code, without interpreter teardown (see :func:`_finish`).
+    :returns: the exit code (see the module docstring). Usage errors exit 2 through argparse.
+    """
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        code = _doctor_command(args) if args.command == "doctor" else _bench_command(args)
+    except BrokenPipeError:
+        _silence_stdout()
+        code = 0
+    if _is_the_program(argv):
+        _finish(code)
+    return code
+
+
+def _doctor_command(args: argparse.Namespace) -> int:
+    """``spacr-accel doctor``: gather, print, exit 0 whatever it found.
+
+    :param args: the parsed arguments (``json``).
+    """
+    from . import _doctor
+
+    report = _doctor.collect()
+    if args.json:
+        _emit_json(report)
+    else:
+        _write(_doctor.render(report))
+    return 0
+
+
+def _bench_command(args: argparse.Namespace) -> int:
+    """``spacr-accel bench``: run, print, exit 1 when a backend gave a wrong answer.
+
+    :param args: the parsed arguments (``json``, ``quick``, ``repeat``, ``backends``).
+    """
+    from . import _bench
+
+    result = _bench.run(
+        quick=args.quick,
+        repeat=args.repeat,
+        backends=args.backends,
+        progress=_bench.progress_stream(not args.json),
+    )
+    if args.json:
+        _emit_json(result)
+    else:
+        _write(_bench.render(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":  # pragma: no cover - the console script and __main__ call main()
+    raise SystemExit(main())

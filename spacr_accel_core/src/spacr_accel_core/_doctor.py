@@ -1,0 +1,317 @@
+"""``spacr-accel doctor``: what this machine is, and what every plugin says about itself.
+
+WHY IT NEVER RAISES. The doctor is what a user runs when something is already wrong: a
+half-installed driver, a third-party plugin that throws, a placeholder module. A traceback there
+would hide the very thing it was run to find, so every section is gathered on its own, and a
+section that breaks carries the error text in its ``error`` key while the others still report.
+
+WHY METADATA ONLY. It runs no operation and allocates nothing on a device: it asks the registry
+and the accelerator what they already know (the accelerator's probes are cached for the process),
+so it finishes in the time of one ``import torch`` and cannot itself wedge a busy card.
+
+The JSON keys are part of the command-line contract (documented in ``docs/cli.md``); a change
+that renames or removes one bumps :data:`SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+SCHEMA_VERSION = 1
+"""Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
+
+OVERRIDES = ("SPACR_ACCEL_BACKENDS", "SPACR_ACCEL_DISABLE", "SPACR_DEVICE", "SPACR_ACCEL_PROBE_TIMEOUT")
+"""The environment variables that change what spacr-accel does, reported whether set or not."""
+
+ACCELERATOR_FIELDS = (
+    "kind", "device", "label", "name", "detected", "usable", "note",
+    "float64", "bfloat16", "autocast", "fallback",
+)
+"""The :class:`~spacr_accel_core.accelerator.Accelerator` fields the device section reports."""
+
+Report = dict[str, Any]
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line naming the exception, for a section's ``error`` key.
+
+    :param exc: what the section raised.
+    :returns: ``"Type: first line of the message"``.
+    """
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _section(defaults: Report, gather: Callable[[], Report]) -> Report:
+    """Run one section's gatherer, keeping the section's keys whatever happens.
+
+    Stable keys matter more than completeness here: a script reading ``report["device"]["kind"]``
+    must get ``None`` from a broken accelerator, not a ``KeyError``.
+
+    :param defaults: every key of the section with the value it has when gathering fails.
+    :param gather: returns the section's values; may raise anything.
+    :returns: the defaults updated with what was gathered, and ``error`` (``None`` on success).
+    """
+    section: Report = {"error": None, **defaults}
+    try:
+        section.update(gather())
+    except (Exception, SystemExit) as exc:  # a plugin calling sys.exit must not end the doctor
+        section["error"] = _error_text(exc)
+    return section
+
+
+def _about() -> Report:
+    """Versions of what answered: the core, its plugin API, the interpreter and the platform."""
+    import importlib.metadata
+
+    from ._markers import API_VERSION
+
+    try:
+        version = importlib.metadata.version("spacr-accel-core")
+    except importlib.metadata.PackageNotFoundError:
+        version = "(not installed)"
+    return {
+        "core_version": version,
+        "api_version": API_VERSION,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "executable": sys.executable,
+    }
+
+
+def _overrides() -> Report:
+    """Every override variable, ``None`` when unset, and the backend order in force."""
+    values: Report = {name: os.environ.get(name) for name in OVERRIDES}
+
+    def restriction() -> Report:
+        from ._registry import REGISTRY
+
+        order = REGISTRY.restriction()
+        return {"restriction": list(order) if order is not None else None}
+
+    values.update(_section({"restriction": None}, restriction))
+    return values
+
+
+def _plugins() -> Report:
+    """Every plugin the registry saw, best first, as plain JSON-able rows."""
+    from . import plugins
+
+    rows = []
+    for row in plugins():
+        rows.append({
+            "name": row.name,
+            "priority": row.priority,
+            "accelerated": row.accelerated,
+            "distribution": row.distribution,
+            "version": row.version,
+            "status": row.status,
+            "reason": row.reason,
+            "operations": list(row.operations),
+            "faults": [{"operation": op, "what": what} for op, what in row.faults],
+        })
+    return {"rows": rows}
+
+
+def _backends() -> Report:
+    """What automatic dispatch would walk, with and without accelerated backends."""
+    from .ops import accelerated_backends
+
+    return {"gpu": list(accelerated_backends(gpu=True)), "cpu": list(accelerated_backends(gpu=False))}
+
+
+def _device() -> tuple[Report, Any]:
+    """The resolved accelerator's fields, and the accelerator itself for the later sections.
+
+    Fields are read one by one so a partial implementation still reports what it has.
+    """
+    from . import accelerator
+
+    found = accelerator.resolve()
+    values: Report = {name: getattr(found, name, None) for name in ACCELERATOR_FIELDS}
+    for name in ("is_gpu", "is_cuda"):
+        try:
+            values[name] = bool(getattr(found, name))
+        except Exception:  # a property that raises is reported as unknown, not as a crash
+            values[name] = None
+    try:
+        values["summary"] = accelerator.describe()
+    except Exception as exc:  # the fields above are still worth reporting
+        values["summary"] = f"(describe() failed: {_error_text(exc)})"
+    return values, found
+
+
+def collect() -> Report:
+    """Gather the whole report. Never raises.
+
+    Order matters for speed only: the registry is discovered first, so the accelerator's probers
+    come from the already-built snapshot and nothing heavy is imported twice.
+
+    :returns: a JSON-able dict with the keys documented in ``docs/cli.md``.
+    """
+    report: Report = {"schema_version": SCHEMA_VERSION}
+    report["about"] = _section(
+        {"core_version": None, "api_version": None, "python": None, "platform": None, "executable": None},
+        _about,
+    )
+    report["overrides"] = _overrides()
+    report["plugins"] = _section({"rows": []}, _plugins)
+    rows: Sequence[Report] = report["plugins"]["rows"]
+    report["faulty"] = [
+        {"name": r["name"], "status": r["status"], "reason": r["reason"], "faults": r["faults"]}
+        for r in rows if r["status"] == "faulty" or r["faults"]
+    ]
+    report["blocked"] = [{"name": r["name"], "reason": r["reason"]} for r in rows if r["status"] == "blocked"]
+    report["backends"] = _section({"gpu": [], "cpu": []}, _backends)
+
+    found: list[Any] = []
+
+    def device() -> Report:
+        values, accelerator = _device()
+        found.append(accelerator)
+        return values
+
+    device_defaults: Report = dict.fromkeys((*ACCELERATOR_FIELDS, "is_gpu", "is_cuda", "summary"))
+    report["device"] = _section(device_defaults, device)
+    report["device"]["forced"] = os.environ.get("SPACR_DEVICE")
+
+    def engines() -> Report:
+        from . import accelerator
+
+        return {"found": [str(name) for name in accelerator.neural_engines()]}
+
+    report["neural_engines"] = _section({"found": []}, engines)
+
+    def capabilities() -> Report:
+        from . import accelerator
+
+        if not found:
+            raise RuntimeError("no accelerator was resolved (see the device section)")
+        return {"rows": [{"task": str(task), "accelerated": bool(accelerated), "detail": str(detail)}
+                         for task, accelerated, detail in accelerator.capabilities(found[0])]}
+
+    report["capabilities"] = _section({"rows": []}, capabilities)
+    return report
+
+
+# ---- text ------------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    """A value as people read it in a table: yes/no, ``-`` for unknown or empty.
+
+    :param value: a JSON-able value from the report.
+    """
+    if value is None or value in ("", []):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    """Left-aligned columns, the last one unpadded so a long reason does not pad every line.
+
+    :param headers: column titles; an empty sequence prints no header line.
+    :param rows: the cells, already text.
+    :param indent: prefix of every line.
+    :returns: the lines, without newlines.
+    """
+    everything = [list(headers), *map(list, rows)] if headers else [list(r) for r in rows]
+    if not everything:
+        return []
+    columns = max(len(r) for r in everything)
+    widths = [max((len(r[i]) for r in everything if i < len(r)), default=0) for i in range(columns)]
+    lines = []
+    for row in everything:
+        cells = [cell.ljust(widths[i]) if i < len(row) - 1 else cell for i, cell in enumerate(row)]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return lines
+
+
+def _error_lines(section: Report) -> list[str]:
+    """The line that says a section could not be gathered, or nothing.
+
+    :param section: one section of the report.
+    """
+    return [f"  ERROR: {section['error']}"] if section.get("error") else []
+
+
+def render(report: Report) -> str:
+    """The report as aligned plain text for people.
+
+    :param report: what :func:`collect` returned.
+    :returns: the text, ending in a newline.
+    """
+    about, device, overrides = report["about"], report["device"], report["overrides"]
+    out = [
+        f"spacr-accel doctor (spacr-accel-core {_cell(about['core_version'])}, plugin API "
+        f"{_cell(about['api_version'])}, Python {_cell(about['python'])}, {_cell(about['platform'])})",
+        *_error_lines(about),
+        "",
+        "Device",
+        *_error_lines(device),
+    ]
+    if device.get("summary"):
+        out.append(f"  {device['summary']}")
+    fields = [("kind", "kind"), ("device", "device"), ("name", "name"), ("label", "label"),
+              ("detected", "detected (present)"), ("usable", "usable (dispatched to)"),
+              ("is_gpu", "is_gpu"), ("is_cuda", "is_cuda"), ("note", "note"),
+              ("float64", "float64"), ("bfloat16", "bfloat16"), ("autocast", "autocast"),
+              ("fallback", "CPU fallback for missing ops")]
+    if not device.get("error") or any(device.get(key) is not None for key, _ in fields):
+        out += table([], [[label, _cell(device.get(key))] for key, label in fields])
+    forced = device.get("forced")
+    out.append(f"  SPACR_DEVICE is {forced!r}: the device is forced" if forced
+               else "  SPACR_DEVICE is not set: the device is chosen by probing")
+
+    engines = report["neural_engines"]
+    out += ["", "Neural engines found, not used", *_error_lines(engines)]
+    out += [f"  {name}" for name in engines["found"]] or ([] if engines["error"] else ["  (none found)"])
+
+    caps = report["capabilities"]
+    out += ["", "Capabilities", *_error_lines(caps)]
+    if caps["rows"]:
+        out += table(["task", "accelerated", "detail"],
+                     [[r["task"], _cell(r["accelerated"]), r["detail"]] for r in caps["rows"]])
+    elif not caps["error"]:
+        out.append("  (no tasks reported)")
+
+    plugins = report["plugins"]
+    out += ["", "Plugins (best first)", *_error_lines(plugins)]
+    out += table(
+        ["name", "priority", "accel", "status", "distribution", "version", "operations", "reason"],
+        [[r["name"], _cell(r["priority"]), _cell(r["accelerated"]), r["status"], r["distribution"],
+          _cell(r["version"]), _cell(r["operations"]), r["reason"]] for r in plugins["rows"]],
+    )
+    if not plugins["rows"] and not plugins["error"]:
+        out.append("  (no plugins installed: `pip install spacr-accel` brings the NumPy backend)")
+
+    out += ["", "Faulty plugins"]
+    for row in report["faulty"]:
+        out.append(f"  {row['name']}: {row['reason'] or 'faults at run time'}")
+        out += [f"    {fault['operation']}: {fault['what']}" for fault in row["faults"]]
+    if not report["faulty"]:
+        out.append("  (none)")
+
+    out += ["", "Blocked plugins (never imported)"]
+    out += [f"  {row['name']}: {row['reason']}" for row in report["blocked"]] or ["  (none)"]
+
+    backends = report["backends"]
+    out += ["", "Dispatch order", *_error_lines(backends)]
+    out += table([], [["gpu=True", _cell(backends["gpu"])], ["gpu=False", _cell(backends["cpu"])]])
+
+    out += ["", "Overrides in force", *_error_lines(overrides)]
+    out += table([], [[name, "(not set)" if overrides[name] is None else repr(overrides[name])]
+                      for name in OVERRIDES])
+    if overrides.get("restriction") is not None:
+        out.append(f"  backend order in force: {_cell(overrides['restriction'])}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,519 @@
+"""The torch distribution's device prober: NVIDIA CUDA, AMD ROCm, Apple Metal, Intel XPU, DirectML.
+
+WHY IT LIVES HERE AND NOT IN THE CORE. Every one of these is reached through torch, and the core
+never imports a vendor library. The core walks ``spacr_accel_probe`` hookimpls best first; this
+one answers for everything torch can drive, in the order of :data:`~spacr_accel_core.accelerator.KINDS`.
+
+WHAT EACH PATH HAS TO GET RIGHT.
+
+* ROCm answers ``torch.cuda.is_available()`` True and dispatches to ``cuda``, but it is AMD: it
+  is reported as ``rocm`` and never labelled CUDA, because the vendor is what a user acts on.
+* Metal (MPS) refuses float64 (``TypeError``) and autocast (``RuntimeError``), and some operators
+  are missing. ``PYTORCH_ENABLE_MPS_FALLBACK=1`` turns those into a quiet CPU detour, but torch
+  reads it ONCE, when ``import torch`` registers the MPS backend: set later it looks like it
+  worked and changes nothing. So it is set before this prober imports torch on macOS, set for
+  worker processes when Metal is selected, and ``fallback`` is reported True only when it was in
+  the environment before torch was imported.
+* A torch built with Metal on a Mac that cannot use it is a real and confusing state with
+  several causes a user acts on differently, so each gets its own explanation.
+* float64 and bfloat16 are MEASURED on the device with a two-element tensor when the prober
+  selects it (``torch=None``), because both move with the torch release; an inspection of a given
+  module (``inspect_torch``) allocates nothing and reports the backend's declared support.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from types import ModuleType
+from typing import Any, Final
+
+from spacr_accel_core import BackendUnavailable, hookimpl
+from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator
+
+logger = logging.getLogger("spacr_accel_torch.probe")
+
+FALLBACK_ENV: Final = "PYTORCH_ENABLE_MPS_FALLBACK"
+"""torch's switch that sends operators Metal lacks to the CPU instead of raising."""
+
+ANE: Final = "Apple Neural Engine (CoreML only)"
+
+_FORCED: Final = re.compile(r"(cuda|rocm|mps|xpu|directml|dml|privateuseone)(?::(\d+))?")
+"""What ``SPACR_DEVICE`` may name besides the CPU words."""
+
+_INTEL_INTEGRATED: Final = ("iris", "uhd graphics", "hd graphics")
+"""Intel's integrated GPU families as ``system_profiler`` spells them: the parts in Intel Macs that
+no PyTorch backend supports at all. Matched on the name because torch reports nothing about a
+device it refuses to open."""
+
+_OS_QUERY_TIMEOUT: Final = 10.0
+
+
+@dataclass(frozen=True)
+class _Host:
+    """The operating system facts the Metal paths depend on (a function so tests can fake a Mac).
+
+    :param system: ``platform.system()``, e.g. ``"Darwin"``.
+    :param machine: ``platform.machine()``, e.g. ``"arm64"`` or ``"x86_64"``.
+    :param mac_release: ``platform.mac_ver()[0]`` (``"13.6.1"``), empty off macOS.
+    """
+
+    system: str
+    machine: str
+    mac_release: str
+
+
+@lru_cache(maxsize=1)
+def _host() -> _Host:
+    system = platform.system()
+    release = platform.mac_ver()[0] if system == "Darwin" else ""
+    return _Host(system, platform.machine(), release)
+
+
+def _describe(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _truthy(value: str | None) -> bool:
+    """How torch's ``c10::utils::check_env`` reads a flag: a non-zero number or a yes-word."""
+    if value is None:
+        return False
+    text = value.strip().lower()
+    if text in ("1", "on", "yes", "true", "y"):
+        return True
+    try:
+        return int(text) != 0
+    except ValueError:
+        return False
+
+
+# ---- importing torch ---------------------------------------------------------------------------
+
+
+@dataclass
+class _ImportState:
+    """What this prober knows about the moment torch was imported."""
+
+    fallback_at_import: bool | None = None  # None: not looked yet
+    fallback_preset: bool = False  # this prober put FALLBACK_ENV into the environment itself
+
+
+_IMPORT = _ImportState()
+
+
+def _load_torch() -> ModuleType:
+    return importlib.import_module("torch")
+
+
+def _import_torch() -> Any:
+    """torch, imported the way Metal needs it; raises :class:`BackendUnavailable` when it cannot be.
+
+    On macOS the fallback flag is put in the environment BEFORE the import (torch reads it only
+    then), unless the user set it either way; :func:`_settle_fallback` takes it back out if Metal
+    is not selected after all. Any failure of the import (a missing wheel, a broken CUDA library,
+    a ``SystemExit`` from a half-installed build) becomes the note the core shows.
+    """
+    loaded = sys.modules.get("torch")
+    if loaded is not None:
+        if _IMPORT.fallback_at_import is None:
+            # Imported by someone else: the flag as it is now is the best evidence of how it was
+            # then, and it is recorded before this prober sets it, so setting it cannot fake it.
+            _IMPORT.fallback_at_import = _truthy(os.environ.get(FALLBACK_ENV))
+        return loaded
+    if _host().system == "Darwin" and FALLBACK_ENV not in os.environ:
+        os.environ[FALLBACK_ENV] = "1"
+        _IMPORT.fallback_preset = True
+    if _IMPORT.fallback_at_import is None:  # torch registers its backends once per process
+        _IMPORT.fallback_at_import = _truthy(os.environ.get(FALLBACK_ENV))
+    try:
+        return _load_torch()
+    except ModuleNotFoundError as exc:
+        _undo_preset()
+        if exc.name == "torch":
+            raise BackendUnavailable("PyTorch is not installed") from exc
+        raise BackendUnavailable(f"PyTorch could not be imported ({_describe(exc)})") from exc
+    except (Exception, SystemExit) as exc:  # a half-installed torch raises anything at import
+        _undo_preset()
+        raise BackendUnavailable(f"PyTorch could not be imported ({_describe(exc)})") from exc
+
+
+def _undo_preset() -> None:
+    if _IMPORT.fallback_preset:
+        os.environ.pop(FALLBACK_ENV, None)
+        _IMPORT.fallback_preset = False
+
+
+# ---- the vendor paths --------------------------------------------------------------------------
+
+
+def _device_name(query: Callable[[int], Any], index: int, what: str) -> str:
+    try:
+        return str(query(index)).strip()
+    except Exception as exc:  # a name is decoration; failing to read it must not cost the device
+        logger.debug("could not read the %s device name: %s", what, _describe(exc))
+        return ""
+
+
+def _cuda_or_rocm(torch: Any, device_names: bool, index: int = 0) -> Accelerator | None:
+    """NVIDIA, or AMD on Linux: both dispatch to ``cuda``."""
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_available():
+        return None
+    # ROCm builds set torch.version.hip and leave torch.version.cuda None. `version` is fetched
+    # defensively: a partially built torch, or a stand-in implementing only the `cuda` namespace,
+    # has none, and an AttributeError here would demote a working card to the CPU.
+    version = getattr(torch, "version", None)
+    hip = getattr(version, "hip", None)
+    kind = "rocm" if hip else "cuda"
+    device = f"cuda:{index}"
+    if index:
+        count = int(cuda.device_count())
+        if index >= count:
+            return Accelerator(kind=kind, device=device, label=device, usable=False,
+                               note=f"there is no {device}: torch sees {count} device(s)")
+    name = _device_name(cuda.get_device_name, index, "CUDA") if device_names else ""
+    if hip:
+        # ROCm is a full CUDA-shaped backend: double precision and autocast both work, which is
+        # why it needs none of Metal's carve-outs.
+        return Accelerator(kind="rocm", device=device, label=f"{name or 'AMD GPU'} (AMD ROCm {hip})",
+                           name=name)
+    cuda_version = getattr(version, "cuda", None)
+    if version is None:
+        label = f"{name or 'GPU'} (CUDA)"  # cannot tell NVIDIA from ROCm without torch.version
+    else:
+        label = f"{name or 'NVIDIA GPU'} (NVIDIA CUDA{f' {cuda_version}' if cuda_version else ''})"
+    return Accelerator(kind="cuda", device=device, label=label, name=name)
+
+
+def _torch_release(torch: Any) -> tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", str(getattr(torch, "__version__", "")))
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def _mac_release(host: _Host) -> tuple[int, int]:
+    parts = re.findall(r"\d+", host.mac_release)
+    return (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0) if parts else (0, 0)
+
+
+def _metal(torch: Any, device_names: bool) -> Accelerator | None:
+    """Apple Metal. Drives Apple Silicon AND the AMD cards in Intel Macs."""
+    backend = getattr(getattr(torch, "backends", None), "mps", None)
+    host = _host()
+    if backend is None or host.system != "Darwin":
+        return None  # no Metal off macOS, whatever the build says
+    if not backend.is_available():
+        gpu, note = _why_metal_is_unavailable(bool(backend.is_built()), host)
+        return Accelerator(kind="mps", device="cpu", label=f"{gpu} (Apple Metal)", name=gpu,
+                           usable=False, note=note)
+    name = _metal_gpu_name(host.machine) if device_names else ""
+    # bfloat16 came to Metal in torch 2.3 on macOS 14; this is only the DECLARED answer, which
+    # the selecting path replaces with a measurement.
+    bfloat16 = _torch_release(torch) >= (2, 3) and _mac_release(host) >= (14, 0)
+    return Accelerator(kind="mps", device="mps", label=f"{name or 'Metal GPU'} (Apple Metal)", name=name,
+                       float64=False, autocast=False, fallback=False, bfloat16=bfloat16)
+
+
+def _why_metal_is_unavailable(built: bool, host: _Host) -> tuple[str, str]:
+    """``(GPU name, note)`` for a Mac whose torch cannot open a Metal device.
+
+    DISTINCT ANSWERS, because the reader acts on each differently, and a generic "this system does
+    not offer a Metal device" is simply false on an Intel Mac with Intel graphics: it drives its
+    display with Metal, and torch still cannot use it.
+    """
+    gpu = _metal_gpu_name(host.machine)
+    if not built:
+        return (gpu, "this PyTorch was built without Metal (MPS) support; install the macOS wheel "
+                     "from pytorch.org to use the GPU. Until then spaCR runs on the CPU.")
+    release = _mac_release(host)
+    # Asked first: on macOS 12.2 an Apple Silicon Mac lands here too, and "upgrade" is its answer.
+    if release != (0, 0) and release < (12, 3):
+        return (gpu, f"macOS {host.mac_release} is older than 12.3, where PyTorch's Metal (MPS) "
+                     f"backend begins; upgrading macOS enables it. Until then spaCR runs on the CPU.")
+    if host.machine in ("x86_64", "i386") and any(f in gpu.lower() for f in _INTEL_INTEGRATED):
+        return (gpu, f"{gpu} is Intel integrated graphics in an Intel Mac, and no PyTorch backend "
+                     "supports it: Apple's Metal (MPS) backend covers Apple Silicon and the AMD cards "
+                     "Apple shipped in Intel Macs, and Intel's own torch.xpu has no macOS build. There "
+                     "is NOTHING TO INSTALL OR CONFIGURE; spaCR runs on the CPU here, so run large "
+                     "segmentation or training batches on a CUDA machine.")
+    return (gpu, "PyTorch has Metal support but macOS offers it no Metal device (a virtual machine "
+                 "or a CI runner without GPU access is the usual cause); running on the CPU.")
+
+
+@lru_cache(maxsize=4)
+def _metal_gpu_name(machine: str) -> str:
+    """The GPU's marketing name on macOS ("AMD Radeon Pro 5300", "Apple M2 Pro"), or a generic.
+
+    Worth one subprocess: the name is what the user sees on the box and in About This Mac, and a
+    setup slide saying "MPS device" has told them nothing they can check. Apple Silicon asks
+    ``sysctl`` (milliseconds); an Intel Mac needs ``system_profiler`` to name its graphics.
+    """
+    if _host().system != "Darwin":
+        return "Metal GPU"
+    try:
+        if machine == "arm64":
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                                 text=True, timeout=_OS_QUERY_TIMEOUT, check=False).stdout.strip()
+            return out or "Apple GPU"
+        out = subprocess.run(["system_profiler", "SPDisplaysDataType"], capture_output=True,
+                             text=True, timeout=_OS_QUERY_TIMEOUT, check=False).stdout
+        names = [line.split(":", 1)[1].strip() for line in out.splitlines() if "Chipset Model:" in line]
+        # A dual-GPU MacBook lists Intel graphics first; Metal's default device is the discrete one.
+        discrete = [n for n in names if not any(f in n.lower() for f in _INTEL_INTEGRATED)]
+        return (discrete or names or ["Metal GPU"])[0]
+    except Exception as exc:  # no tool, a timeout, a sandbox: the generic name will do
+        logger.debug("could not read the Metal GPU name: %s", _describe(exc))
+        return "Metal GPU"
+
+
+def _autocast_available(torch: Any, device_type: str) -> bool:
+    check = getattr(getattr(torch, "amp", None), "is_autocast_available", None)
+    if check is None:
+        return False  # an older torch: claim nothing, a wrong "yes" is a crash in a training run
+    try:
+        return bool(check(device_type))
+    except Exception:  # an unknown device type on this build
+        return False
+
+
+def _xpu(torch: Any, device_names: bool, index: int = 0) -> Accelerator | None:
+    """Intel Arc / Xe, on a torch built with XPU (or with IPEX loaded)."""
+    xpu = getattr(torch, "xpu", None)
+    if xpu is None or not xpu.is_available():
+        return None
+    device = f"xpu:{index}"
+    if index:
+        count = int(xpu.device_count())
+        if index >= count:
+            return Accelerator(kind="xpu", device=device, label=device, usable=False,
+                               note=f"there is no {device}: torch sees {count} device(s)")
+    name = _device_name(xpu.get_device_name, index, "XPU") if device_names else ""
+    # float64 is missing on most consumer Intel parts and bfloat16 depends on the part, so both
+    # are DECLARED conservatively; the selecting path measures them.
+    return Accelerator(kind="xpu", device=device, label=f"{name or 'Intel GPU'} (Intel XPU)", name=name,
+                       float64=False, autocast=_autocast_available(torch, "xpu"), bfloat16=False)
+
+
+def _directml_module() -> Any:
+    """``torch_directml`` if it imports, else None (it is a separate Windows-only wheel)."""
+    try:
+        return importlib.import_module("torch_directml")
+    except BaseException:  # absent, or broken in any way: DirectML is simply not there
+        return None
+
+
+def _directml(torch: Any, device_names: bool, index: int = 0) -> Accelerator | None:
+    """Windows DirectML: any vendor's card, the thinnest operator coverage."""
+    del torch  # DirectML is reached through its own module, not through torch's namespace
+    module = _directml_module()
+    if module is None or not module.is_available():
+        return None
+    if index:
+        count = int(module.device_count())
+        if index >= count:
+            return Accelerator(kind="directml", device=f"privateuseone:{index}", label="DirectML",
+                               usable=False, note=f"there is no DirectML device {index}: "
+                                                  f"torch-directml sees {count}")
+    device = str(module.device(index))
+    name = _device_name(module.device_name, index, "DirectML") if device_names else ""
+    return Accelerator(kind="directml", device=device, label=f"{name or 'GPU'} (DirectML)", name=name,
+                       float64=False, autocast=False, bfloat16=False)
+
+
+_PATHS: Final = (
+    ("CUDA/ROCm", _cuda_or_rocm),
+    ("Metal", _metal),
+    ("XPU", _xpu),
+    ("DirectML", _directml),
+)
+
+
+# ---- choosing ---------------------------------------------------------------------------------
+
+
+def _cpu(note: str) -> Accelerator:
+    return Accelerator(kind="cpu", device="cpu", label="CPU", note=note)
+
+
+def _forced(torch: Any, wanted: str, device_names: bool, include_cuda: bool) -> Accelerator:
+    """Honour ``SPACR_DEVICE``: the named device if torch can open it, else the CPU with a note.
+
+    It picks WHICH device, it cannot conjure one: a device torch reports unavailable would only
+    move the failure into every call site, so that answer is the CPU, saying why.
+    """
+    text = wanted.strip().lower()
+    if text in CPU_WORDS:
+        return _cpu(f"forced by {ENV_DEVICE}={wanted}")
+    match = _FORCED.fullmatch(text)
+    if match is None:
+        return _cpu(f"{ENV_DEVICE}={wanted!r} names no device spacr-accel can drive (use cpu, "
+                    "cuda[:N], mps, xpu[:N] or directml[:N]); running on the CPU")
+    family, index = match.group(1), int(match.group(2) or 0)
+    if family in ("cuda", "rocm") and not include_cuda:
+        return _cpu(f"{ENV_DEVICE}={wanted} names CUDA/ROCm, which this inspection skips; running on the CPU")
+    try:
+        if family in ("cuda", "rocm"):
+            answer = _cuda_or_rocm(torch, device_names, index)
+        elif family == "mps":
+            answer = _metal(torch, device_names) if index == 0 else None
+        elif family == "xpu":
+            answer = _xpu(torch, device_names, index)
+        else:
+            answer = _directml(torch, device_names, index)
+    except Exception as exc:  # a driver that throws while being asked
+        return _cpu(f"{ENV_DEVICE}={wanted}: probing it raised {_describe(exc)}; running on the CPU")
+    if answer is None:
+        return _cpu(f"{ENV_DEVICE}={wanted}: torch reports no such device here; running on the CPU")
+    if not answer.usable:
+        return _cpu(f"{ENV_DEVICE}={wanted}: {answer.note}")
+    return answer
+
+
+def _detect(torch: Any, device_names: bool, include_cuda: bool) -> Accelerator | None:
+    """The first usable device in KINDS order, else the first detected one."""
+    problems: list[str] = []
+    unusable: Accelerator | None = None
+    for what, path in _PATHS:
+        if what == "CUDA/ROCm" and not include_cuda:
+            continue
+        try:
+            answer = path(torch, device_names)
+        except Exception as exc:  # a half-installed backend that throws while being ASKED
+            logger.info("the %s probe raised %s", what, _describe(exc))
+            problems.append(f"the {what} probe raised {_describe(exc)}")
+            continue
+        if answer is None:
+            continue
+        if answer.usable:
+            return answer
+        unusable = unusable or answer
+    if unusable is not None:
+        return replace(unusable, note="; ".join([unusable.note, *problems])) if problems else unusable
+    if problems:
+        raise BackendUnavailable("; ".join(problems))
+    return None
+
+
+def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
+    """Ask the device what it accepts, rather than believing a table.
+
+    A two-element zero tensor per dtype, on a device that already answered "available": cheap,
+    and the difference between a capability matrix that ages and one that cannot. A probe that
+    cannot even allocate leaves the declared value alone: the backend is answering strangely and
+    guessing further would be worse than the conservative default it already carries.
+    """
+
+    def accepts(name: str) -> bool | None:
+        """Probe whether the resolved device accepts one named torch dtype.
+
+        :param name: torch dtype attribute name, such as ``"float64"`` or ``"bfloat16"``.
+        :returns: True when a two-element tensor allocates on the device, False for the errors
+            used by unsupported dtypes, or None when torch lacks the dtype or the probe fails
+            unexpectedly.
+        """
+        dtype = getattr(torch, name, None)
+        if dtype is None:
+            return None
+        try:
+            torch.zeros(2, dtype=dtype, device=found.device)
+        except (TypeError, RuntimeError):
+            return False
+        except Exception:  # anything else is the backend misbehaving, not an answer
+            return None
+        return True
+
+    float64 = accepts("float64")
+    bfloat16 = accepts("bfloat16")
+    return replace(found,
+                   float64=found.float64 if float64 is None else float64,
+                   bfloat16=found.bfloat16 if bfloat16 is None else bfloat16)
+
+
+def _settle_fallback(found: Accelerator | None, selecting: bool) -> Accelerator | None:
+    """Report the Metal fallback as in force only when it is; set it for workers when selecting."""
+    if found is None or found.kind != "mps" or not found.usable:
+        if selecting:
+            _undo_preset()  # Metal was not selected: leave the environment as it was found
+        return found
+    now = _truthy(os.environ.get(FALLBACK_ENV))
+    if not selecting:
+        return replace(found, fallback=now)
+    known = _IMPORT.fallback_at_import
+    in_force = now if known is None else known  # None only when a caller bypassed _import_torch
+    _IMPORT.fallback_preset = False  # selected: the flag stays, it is ours to keep now
+    if not now:
+        # Too late for this process (torch has read it), in time for every worker it starts.
+        os.environ[FALLBACK_ENV] = "1"
+        logger.info("%s set for worker processes; this one imported torch without it, so operators "
+                    "Metal lacks will raise here (set it before importing torch)", FALLBACK_ENV)
+    return replace(found, fallback=in_force)
+
+
+# ---- the hooks ----------------------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_probe(torch: ModuleType | None, device_names: bool, include_cuda: bool) -> Accelerator | None:
+    """Find the accelerator torch can drive here, or ``None`` when there is none.
+
+    :param torch: the module to ask (an inspection: nothing is allocated, nothing is set in the
+        environment), or ``None`` to import torch and select a device for this process (float64 and
+        bfloat16 are then measured, and the Metal fallback flag is set).
+    :param device_names: ``False`` makes no device-property query (names come back empty).
+    :param include_cuda: ``False`` skips CUDA and ROCm.
+    :returns: the device, a detected-but-unusable Metal, a CPU answer with a note when
+        ``SPACR_DEVICE`` forces it, or ``None``.
+    :raises BackendUnavailable: when torch cannot be imported, or a probe broke and nothing was
+        found; the core shows the message as the CPU's note.
+    """
+    selecting = torch is None
+    module = _import_torch() if torch is None else torch
+    wanted = os.environ.get(ENV_DEVICE, "").strip()
+    try:
+        if wanted and wanted.lower() != "auto":
+            found: Accelerator | None = _forced(module, wanted, device_names, include_cuda)
+        else:
+            found = _detect(module, device_names, include_cuda)
+        if selecting and found is not None and found.usable and found.kind != "cpu":
+            found = _measure_dtypes(module, found)
+    except BaseException:
+        if selecting:
+            _undo_preset()
+        raise
+    return _settle_fallback(found, selecting)
+
+
+@hookimpl
+def spacr_accel_neural_engines() -> list[str]:
+    """The Apple Neural Engine on Apple Silicon: found, never selected (CoreML is its only road)."""
+    host = _host()
+    return [ANE] if host.system == "Darwin" and host.machine == "arm64" else []
+
+
+_EMPTY_CACHE: Final = {"cuda": "cuda", "rocm": "cuda", "mps": "mps", "xpu": "xpu"}
+
+
+@hookimpl
+def spacr_accel_empty_cache(torch: ModuleType | None, found: Accelerator) -> str | None:
+    """Release torch's cached device memory for ``found``; the call made, or ``None``.
+
+    Does not import torch: when nobody has, nothing has been cached.
+    """
+    namespace = _EMPTY_CACHE.get(found.kind)
+    module = torch if torch is not None else sys.modules.get("torch")
+    if namespace is None or not found.usable or module is None:
+        return None
+    try:
+        getattr(module, namespace).empty_cache()
+    except Exception as exc:  # a driver that went away while we were not looking
+        logger.debug("torch.%s.empty_cache() failed: %s", namespace, _describe(exc))
+        return None
+    return f"torch.{namespace}.empty_cache()"

@@ -1,0 +1,106 @@
+"""Fake probers for the accelerator core, isolated from the shipped backends' probers.
+
+The shipped torch and cupy plugins are blocked (``SPACR_ACCEL_DISABLE``) so each test sees only
+the probers it registers, on any machine, GPU or not. Everything registered is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import spacr_accel_core
+from spacr_accel_core import hookimpl
+from spacr_accel_core.accelerator import Accelerator
+
+
+class Prober:
+    """A prober plugin whose answer, failure or delay the test chooses; ``calls`` records each ask."""
+
+    def __init__(self, answer: Any = None, *, raises: BaseException | None = None,
+                 wait: threading.Event | None = None, delay: float = 0.0) -> None:
+        self.answer = answer
+        self.raises = raises
+        self.wait = wait
+        self.delay = delay
+        self.calls: list[tuple[Any, bool, bool]] = []
+        self._lock = threading.Lock()
+
+    @hookimpl
+    def spacr_accel_probe(self, torch: Any, device_names: bool, include_cuda: bool) -> Any:
+        with self._lock:
+            self.calls.append((torch, device_names, include_cuda))
+        if self.delay:
+            time.sleep(self.delay)  # widens the window in which concurrent callers could race
+        if self.wait is not None:
+            self.wait.wait()
+        if self.raises is not None:
+            raise self.raises
+        return self.answer
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("SPACR_DEVICE", "SPACR_ACCEL_PROBE_TIMEOUT", "SPACR_ACCEL_BACKENDS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SPACR_ACCEL_DISABLE", "torch,cupy")
+    spacr_accel_core.refresh()
+    yield
+    spacr_accel_core.refresh()
+
+
+@pytest.fixture
+def plug() -> Iterator[Callable[[object, str], object]]:
+    """``plug(obj, name)`` registers an in-process plugin for this test only."""
+    names: list[str] = []
+
+    def add(obj: object, name: str) -> object:
+        spacr_accel_core.register(obj, name)
+        names.append(name)
+        spacr_accel_core.refresh()
+        return obj
+
+    yield add
+    for name in names:
+        spacr_accel_core.unregister(name)
+    spacr_accel_core.refresh()
+
+
+@pytest.fixture
+def resolved(plug: Callable[[object, str], object]) -> Callable[[Accelerator], Prober]:
+    """``resolved(acc)`` makes ``resolve()`` answer ``acc`` through a registered prober."""
+
+    def make(answer: Accelerator) -> Prober:
+        prober = Prober(answer)
+        plug(prober, "fake")
+        return prober
+
+    return make
+
+
+CUDA = Accelerator(kind="cuda", device="cuda:0", label="NVIDIA A100 (NVIDIA CUDA 12.1)", name="NVIDIA A100")
+ROCM = Accelerator(kind="rocm", device="cuda:0", label="AMD Instinct MI210 (AMD ROCm 6.0)",
+                   name="AMD Instinct MI210")
+METAL = Accelerator(kind="mps", device="mps", label="AMD Radeon Pro 5300 (Apple Metal)",
+                    name="AMD Radeon Pro 5300", float64=False, autocast=False, fallback=True,
+                    bfloat16=False)
+XPU = Accelerator(kind="xpu", device="xpu:0", label="Intel Arc A770 (Intel XPU)", name="Intel Arc A770",
+                  float64=False, autocast=True, bfloat16=True)
+METAL_UNUSABLE = Accelerator(kind="mps", device="mps", label="Intel Iris Plus Graphics (Apple Metal)",
+                             name="Intel Iris Plus Graphics", usable=False, float64=False,
+                             autocast=False, bfloat16=False, note="Intel integrated graphics")
+
+
+@pytest.fixture
+def kinds() -> dict[str, Accelerator]:
+    """Ready-made answers, one per vendor."""
+    return {"cuda": CUDA, "rocm": ROCM, "mps": METAL, "xpu": XPU, "mps-unusable": METAL_UNUSABLE}
+
+
+@pytest.fixture
+def prober_class() -> type[Prober]:
+    return Prober

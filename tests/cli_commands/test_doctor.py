@@ -1,0 +1,246 @@
+"""``spacr-accel doctor``: every section, stable JSON keys, and it never breaks, whatever is broken."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import io
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import spacr_accel_core
+from spacr_accel_core import BackendInfo, _cli, _doctor, accelerator, hookimpl, ops
+
+TOP_KEYS = {"schema_version", "about", "overrides", "plugins", "faulty", "blocked", "backends",
+            "device", "neural_engines", "capabilities"}
+PLUGIN_KEYS = {"name", "priority", "accelerated", "distribution", "version", "status", "reason",
+               "operations", "faults"}
+DEVICE_KEYS = {"error", "summary", "forced", "is_gpu", "is_cuda", *_doctor.ACCELERATOR_FIELDS}
+
+
+class BrokenInfo:
+    """A plugin whose self-description raises something other than RuntimeError: faulty."""
+
+    @hookimpl
+    def spacr_accel_backend_info(self) -> BackendInfo:
+        raise TypeError("this plugin is broken on purpose")
+
+
+class WrongShape:
+    """Describes itself fine, ranks above NumPy, and returns a product of the wrong shape."""
+
+    @hookimpl
+    def spacr_accel_backend_info(self) -> BackendInfo:
+        return BackendInfo(name="wrongshape", priority=10_000.0, accelerated=False)
+
+    @hookimpl
+    def spacr_accel_matmul(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.zeros((1, 1), dtype=np.float32)
+
+
+@pytest.fixture
+def plug() -> Iterator[Callable[[object, str], None]]:
+    """Register in-process plugins in the process-wide registry; always remove them afterwards."""
+    names: list[str] = []
+
+    def add(plugin: object, name: str) -> None:
+        spacr_accel_core.register(plugin, name)
+        names.append(name)
+
+    spacr_accel_core.refresh()
+    try:
+        yield add
+    finally:
+        for name in names:
+            spacr_accel_core.unregister(name)
+        spacr_accel_core.refresh()
+
+
+def doctor_json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert _cli.main(["doctor", "--json"]) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return report
+
+
+def row(report: dict[str, Any], name: str) -> dict[str, Any]:
+    rows = {r["name"]: r for r in report["plugins"]["rows"]}
+    assert name in rows, f"{name} not among {sorted(rows)}"
+    found: dict[str, Any] = rows[name]
+    return found
+
+
+def test_text_has_every_section_and_numpy_is_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli.main(["doctor"]) == 0
+    text = capsys.readouterr().out
+    for heading in ("Device", "Neural engines found, not used", "Capabilities", "Plugins (best first)",
+                    "Faulty plugins", "Blocked plugins", "Dispatch order", "Overrides in force"):
+        assert f"\n{heading}" in text, heading
+    numpy_line = next(line for line in text.splitlines() if line.strip().startswith("numpy "))
+    assert " ok " in numpy_line and "spacr-accel-numpy" in numpy_line
+    for name in _doctor.OVERRIDES:
+        assert name in text
+
+
+def test_json_has_the_documented_keys_and_numpy_is_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    report = doctor_json(capsys)
+    assert set(report) == TOP_KEYS
+    assert report["schema_version"] == _doctor.SCHEMA_VERSION
+    assert report["about"]["error"] is None and report["about"]["api_version"] == spacr_accel_core.API_VERSION
+    assert report["plugins"]["error"] is None
+    for plugin in report["plugins"]["rows"]:
+        assert set(plugin) == PLUGIN_KEYS
+    numpy = row(report, "numpy")
+    assert numpy["status"] == "ok" and numpy["reason"] == "" and numpy["accelerated"] is False
+    assert numpy["distribution"] == "spacr-accel-numpy" and numpy["version"]
+    assert set(numpy["operations"]) == set(spacr_accel_core._registry.OPERATIONS)
+    assert report["backends"]["gpu"] == list(ops.accelerated_backends(gpu=True))
+    assert report["backends"]["cpu"][-1] == "numpy"
+    assert set(report["overrides"]) == {*_doctor.OVERRIDES, "restriction", "error"}
+    assert set(report["device"]) == DEVICE_KEYS
+    assert set(report["neural_engines"]) == {"error", "found"}
+    assert set(report["capabilities"]) == {"error", "rows"}
+    assert report["faulty"] == [] and report["blocked"] == []
+
+
+def test_device_section_reports_the_resolved_accelerator(capsys: pytest.CaptureFixture[str]) -> None:
+    report = doctor_json(capsys)
+    device = report["device"]
+    assert device["error"] is None, device["error"]
+    found = accelerator.resolve()
+    assert device["kind"] == found.kind and device["device"] == found.device
+    assert device["usable"] is found.usable and device["detected"] is found.detected
+    assert device["summary"] == accelerator.describe()
+    assert report["capabilities"]["error"] is None and report["capabilities"]["rows"]
+    assert all(set(r) == {"task", "accelerated", "detail"} for r in report["capabilities"]["rows"])
+    assert report["neural_engines"]["found"] == list(accelerator.neural_engines())
+
+
+def test_a_plugin_that_fails_to_describe_itself_is_faulty_and_the_doctor_exits_0(
+    plug: Callable[[object, str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    plug(BrokenInfo(), "brokeninfo")
+    report = doctor_json(capsys)
+    assert row(report, "brokeninfo")["status"] == "faulty"
+    faulty = {r["name"]: r for r in report["faulty"]}
+    assert "TypeError: this plugin is broken on purpose" in faulty["brokeninfo"]["reason"]
+    assert row(report, "numpy")["status"] == "ok"
+
+    assert _cli.main(["doctor"]) == 0
+    text = capsys.readouterr().out
+    faulty_part = text.split("\nFaulty plugins\n", 1)[1].split("\n\n", 1)[0]
+    assert "brokeninfo: backend_info raised TypeError: this plugin is broken on purpose" in faulty_part
+
+
+def test_a_fault_at_run_time_is_listed_with_its_operation(
+    plug: Callable[[object, str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    plug(WrongShape(), "wrongshape")
+    product = ops.matmul(np.ones((3, 4), np.float32), np.ones((4, 2), np.float32))  # falls to numpy
+    assert product.shape == (3, 2)
+    report = doctor_json(capsys)
+    faulty = {r["name"]: r for r in report["faulty"]}
+    assert [f["operation"] for f in faulty["wrongshape"]["faults"]] == ["matmul"]
+    assert "float32[3, 2]" in faulty["wrongshape"]["faults"][0]["what"]
+
+    assert _cli.main(["doctor"]) == 0
+    assert "    matmul: returned float32[1, 1]" in capsys.readouterr().out
+
+
+def test_a_broken_accelerator_is_reported_per_section_never_raised(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def explode(*_args: object, **_kwargs: object) -> Any:
+        raise OSError("driver went away\nsecond line")
+
+    for name in ("resolve", "describe", "neural_engines", "capabilities"):
+        monkeypatch.setattr(accelerator, name, explode)
+    report = doctor_json(capsys)
+    assert report["device"]["error"] == "OSError: driver went away"
+    assert report["device"]["kind"] is None
+    assert report["neural_engines"]["error"] == "OSError: driver went away"
+    assert report["capabilities"]["error"]
+    assert report["plugins"]["error"] is None and row(report, "numpy")["status"] == "ok"
+
+    assert _cli.main(["doctor"]) == 0
+    text = capsys.readouterr().out
+    assert "ERROR: OSError: driver went away" in text.split("\nDevice\n", 1)[1].split("\n\n", 1)[0]
+
+
+def test_a_broken_registry_is_reported_never_raised(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def explode() -> Any:
+        raise SystemExit("a plugin called sys.exit")
+
+    monkeypatch.setattr(spacr_accel_core, "plugins", explode)
+    report = doctor_json(capsys)
+    assert report["plugins"] == {"error": "SystemExit: a plugin called sys.exit", "rows": []}
+    assert report["faulty"] == [] and report["blocked"] == []
+
+
+def test_blocked_and_restricted_by_the_environment_in_a_subprocess() -> None:
+    env = {**os.environ, "SPACR_ACCEL_DISABLE": "cupy", "SPACR_ACCEL_BACKENDS": "numpy"}
+    done = subprocess.run([sys.executable, "-m", "spacr_accel_core", "doctor", "--json"],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert row(report, "cupy")["status"] == "blocked"
+    assert report["blocked"] == [{"name": "cupy", "reason": "named in SPACR_ACCEL_DISABLE"}]
+    assert report["overrides"]["SPACR_ACCEL_DISABLE"] == "cupy"
+    assert report["overrides"]["SPACR_ACCEL_BACKENDS"] == "numpy"
+    assert report["overrides"]["restriction"] == ["numpy"]
+    assert report["backends"]["gpu"] == ["numpy"]
+
+
+@pytest.mark.parametrize("argv", [[], ["doctor", "--bogus"], ["bench", "--repeat", "0"], ["nothing"]])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        _cli.main(argv)
+    assert stop.value.code == 2
+    assert "usage: spacr-accel" in capsys.readouterr().err
+
+
+def test_table_aligns_columns_and_leaves_the_last_unpadded() -> None:
+    lines = _doctor.table(["a", "bb", "c"], [["xxx", "y", "z"], ["p", "qqqq", ""]])
+    assert lines == ["  a    bb    c", "  xxx  y     z", "  p    qqqq"]
+
+
+def test_version_names_the_core(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        _cli.main(["--version"])
+    assert stop.value.code == 0
+    version = importlib.metadata.version("spacr-accel-core")
+    assert capsys.readouterr().out == f"spacr-accel (spacr-accel-core) {version}\n"
+
+
+def test_text_survives_a_terminal_that_cannot_encode_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii")
+    monkeypatch.setattr("sys.stdout", stream)
+    _cli._write("plugin \u00e9t\u00e9: r\u00e9sum\u00e9 \u2192 ok\n")
+    assert raw.getvalue() == b"plugin ?t?: r?sum? ? ok\n"
+
+
+def test_the_program_exits_at_once_with_its_code_and_its_output_flushed() -> None:
+    script = ("import sys\nfrom spacr_accel_core._cli import main\nfrom spacr_accel_core import _cli\n"
+              "assert _cli._is_the_program(None) and not _cli._is_the_program(['doctor'])\n"
+              "sys.stdout.write('written, not yet flushed')\n_cli._finish(3)\nprint('never reached')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "written, not yet flushed", "")
+
+
+def test_the_console_script_is_installed_and_runs() -> None:
+    scripts = Path(sysconfig.get_path("scripts"))
+    script = next((p for p in (scripts / "spacr-accel", scripts / "spacr-accel.exe") if p.exists()), None)
+    assert script is not None, f"no spacr-accel console script in {scripts}"
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("spacr-accel (spacr-accel-core) "), done.stderr

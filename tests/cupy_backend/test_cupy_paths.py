@@ -1,0 +1,233 @@
+"""The CuPy backend: its real "no device" path here, and every line of its algorithms on NumPy.
+
+CuPy installs and imports on this project's machines and every call raises ``CUDARuntimeError``,
+so the unavailable path is checked for real. The algorithms are written against a NumPy-compatible
+kit; run with NumPy and SciPy they are checked against the NumPy backend (exactness, the NaN
+rule, tiling, out-of-memory retries). The same checks on the card are marked GPU-only.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from spacr_accel_core import BackendOutOfMemory, BackendUnavailable, last_dispatch, ops
+from spacr_accel_cupy import _kit, _ops, _plugin
+
+
+def _device_reason() -> str | None:
+    """Why CuPy cannot reach a card here, or ``None`` where it can."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "CuPy found no CUDA device"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+NO_DEVICE = _device_reason()
+gpu_only = pytest.mark.skipif(NO_DEVICE is not None,
+                              reason=f"needs a CUDA device that CuPy can reach ({NO_DEVICE})")
+no_device_only = pytest.mark.skipif(NO_DEVICE is None, reason="a CUDA device answers here")
+KIT = _kit.numpy_kit()
+
+
+class CupyOutOfMemory(MemoryError):
+    """Stands in for ``cupy.cuda.memory.OutOfMemoryError``, which is a MemoryError."""
+
+
+# ---- the real unavailable path (this machine) ----------------------------------------------------
+
+
+@no_device_only
+def test_backend_info_says_unusable_with_the_runtime_reason() -> None:
+    info = _plugin.spacr_accel_backend_info()
+    assert (info.name, info.priority, info.accelerated, info.usable) == ("cupy", 200.0, True, False)
+    assert "CUDARuntimeError" in info.note or "CUDA" in info.note
+
+
+@no_device_only
+def test_a_forced_call_raises_backend_unavailable_and_dispatch_still_answers() -> None:
+    with pytest.raises(BackendUnavailable, match="cupy cannot reach a CUDA device"):
+        ops.maximum_filter(np.ones((4, 4)), 3, backend="cupy")
+    with pytest.raises(RuntimeError):
+        ops.matmul(np.ones((2, 2)), np.ones((2, 2)), backend="cupy")
+    got = ops.maximum_filter(np.eye(4), 3)
+    assert got[0].tolist() == [1, 1, 1, 0]
+    dispatch = last_dispatch()
+    assert dispatch is not None and dispatch.backend == "numpy"
+    assert "cupy" not in ops.accelerated_backends()
+
+
+def test_missing_cupy_points_at_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` now raises ImportError
+    info = _plugin.spacr_accel_backend_info()
+    assert not info.usable and "pip install spacr-accel[cupy]" in info.note
+    with pytest.raises(BackendUnavailable, match=r"spacr-accel\[cupy\]"):
+        _kit.cupy_kit()
+
+
+def test_spacr_device_can_forbid_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPACR_DEVICE", "cpu")
+    assert "forces the CPU" in _plugin.spacr_accel_backend_info().note
+    monkeypatch.setenv("SPACR_DEVICE", "mps")
+    info = _plugin.spacr_accel_backend_info()
+    assert not info.usable and "CUDA only" in info.note
+
+
+def test_cupy_errors_are_translated() -> None:
+    from cupy.cuda.memory import OutOfMemoryError
+    from cupy.cuda.runtime import CUDARuntimeError
+
+    assert isinstance(_kit.translate(OutOfMemoryError(1 << 30, 1 << 20), "matmul"), BackendOutOfMemory)
+    assert isinstance(_kit.translate(CUDARuntimeError(35), "matmul"), BackendUnavailable)
+    assert isinstance(_kit.translate(CUDARuntimeError(2), "matmul"), BackendOutOfMemory)  # MemoryAllocation
+    bug = IndexError("index 9 is out of bounds")
+    assert _kit.translate(bug, "matmul") is bug
+
+
+# ---- the algorithms, on NumPy --------------------------------------------------------------------
+
+
+@st.composite
+def fields(draw: st.DrawFn) -> np.ndarray:
+    shape = draw(st.tuples(st.integers(1, 70), st.integers(1, 70)))
+    elements = st.one_of(st.floats(-1e6, 1e6, width=32),
+                         st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0]))
+    return draw(hnp.arrays(np.float32, shape, elements=elements))
+
+
+@settings(max_examples=40, deadline=None)
+@given(field=fields(), size=st.sampled_from([3, 5, 9, 15]), budget=st.sampled_from([None, "65536"]))
+def test_filter_equals_the_numpy_backend(field: np.ndarray, size: int, budget: str | None) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        if budget is not None:
+            patch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", budget)  # many small tiles
+        got = _ops.maximum_filter(KIT, field, size)
+    assert np.array_equal(got, ops.maximum_filter(field, size, backend="numpy"), equal_nan=True)
+
+
+@st.composite
+def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    width = draw(st.integers(1, 20))
+    n, m = draw(st.integers(1, 120)), draw(st.integers(1, 120))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind = draw(st.sampled_from(["grid", "uniform", "huge", "tiny"]))
+    if kind == "grid":
+        offset = draw(st.sampled_from([0.0, 1000.0, -3e5]))
+        source, target = rng.integers(-2, 3, (n, width)) + offset, rng.integers(-2, 3, (m, width)) + offset
+    elif kind == "uniform":
+        source, target = rng.uniform(-1e4, 1e4, (n, width)), rng.uniform(-1e4, 1e4, (m, width))
+    elif kind == "huge":
+        source, target = rng.uniform(-3e37, 3e37, (n, width)), rng.uniform(-3e37, 3e37, (m, width))
+    else:
+        source, target = rng.uniform(-1e-20, 1e-20, (n, width)), rng.uniform(-1e-20, 1e-20, (m, width))
+    return source.astype(np.float32), target.astype(np.float32)
+
+
+@settings(max_examples=50, deadline=None)
+@given(points=point_sets(), chunk=st.sampled_from([1, 7, 64, 4096]))
+def test_nearest_equals_the_numpy_backend(points: tuple[np.ndarray, np.ndarray], chunk: int) -> None:
+    source, target = points
+    index, distance = _ops.nearest(KIT, source, target, chunk)
+    expected = ops.nearest_neighbours(source, target, backend="numpy")
+    assert index.dtype == np.int64 and distance.dtype == np.float32
+    assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(dtype=st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_]),
+       shapes=st.sampled_from([((7, 3), (3, 5)), ((3,), (3, 4)), ((6, 3), (3,)), ((2, 5, 3), (3, 2)),
+                               ((5, 3), (2, 3, 4)), ((4,), (4,))]))
+def test_matmul_matches_numpy(dtype: type, shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    rng = np.random.default_rng(0)
+    first: np.ndarray = (rng.standard_normal(shapes[0]) * 10).astype(dtype)
+    second: np.ndarray = (rng.standard_normal(shapes[1]) * 10).astype(dtype)
+    got = _ops.matmul(KIT, first, second)
+    expected = np.matmul(first.astype(np.float64), second.astype(np.float64))
+    assert got.dtype == np.float32 and got.shape == np.shape(expected)
+    assert np.allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_filter_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+    filter_tile = _ops._filter_tile
+
+    def flaky(kit: _kit.Kit, tile: np.ndarray, size: int) -> np.ndarray:
+        sizes.append(tile.shape[0])
+        if tile.shape[0] > 60:
+            raise CupyOutOfMemory("Out of memory allocating 1,073,741,824 bytes")
+        return filter_tile(kit, tile, size)  # type: ignore[no-any-return]  # an ndarray on NumPy
+
+    monkeypatch.setattr(_ops, "_filter_tile", flaky)
+    field = np.random.default_rng(1).standard_normal((400, 50)).astype(np.float32)
+    got = _ops.maximum_filter(KIT, field, 9)
+    assert np.array_equal(got, ops.maximum_filter(field, 9, backend="numpy"))
+    assert sizes[0] == 400 and min(sizes) <= 60
+
+
+def test_nearest_gives_up_with_backend_out_of_memory_at_the_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*_: object) -> None:
+        raise CupyOutOfMemory("Out of memory allocating 512 bytes")
+
+    monkeypatch.setattr(_ops, "_pick", full)
+    with pytest.raises(BackendOutOfMemory, match="out of memory even for 1"):
+        _ops.nearest(KIT, np.zeros((20, 2), np.float32), np.ones((30, 2), np.float32), 4096)
+
+
+def test_matmul_retries_then_finishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    class FlakyNumpy:
+        """NumPy whose matmul fails on tiles over 500 rows, as a shared card would."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(np, name)
+
+        @staticmethod
+        def matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+            calls.append(first.shape[0])
+            if first.shape[0] > 500:
+                raise CupyOutOfMemory("Out of memory")
+            product: np.ndarray = np.matmul(first, second)
+            return product
+
+    kit = _kit.Kit("numpy", FlakyNumpy(), KIT.ndimage, np.asarray, np.asarray,  # type: ignore[arg-type]  # a module stand-in
+                   lambda: None, lambda: None)
+    first = np.random.default_rng(2).standard_normal((3000, 8)).astype(np.float32)
+    second = np.random.default_rng(3).standard_normal((8, 8)).astype(np.float32)
+    got = _ops.matmul(kit, first, second)
+    assert np.allclose(got, first @ second, rtol=1e-5, atol=1e-5)
+    assert calls[:4] == [3000, 1500, 750, 375]
+
+
+# ---- on the card ---------------------------------------------------------------------------------
+
+
+@gpu_only
+def test_on_the_card_in_small_tiles_everything_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", str(1 << 16))
+    rng = np.random.default_rng(8)
+    field = rng.standard_normal((300, 257)).astype(np.float32)
+    field[100, 100] = np.nan
+    assert np.array_equal(ops.maximum_filter(field, 15, backend="cupy"),
+                          ops.maximum_filter(field, 15, backend="numpy"), equal_nan=True)
+    source = np.round(rng.uniform(0, 30, (2000, 2))).astype(np.float32)
+    target = np.round(rng.uniform(0, 30, (1500, 2))).astype(np.float32)
+    got = ops.nearest_neighbours(source, target, backend="cupy", chunk=97)
+    expected = ops.nearest_neighbours(source, target, backend="numpy")
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+@gpu_only
+def test_on_the_card_backend_info_is_usable() -> None:
+    info = _plugin.spacr_accel_backend_info()
+    assert info.usable and "CUDA device" in info.note
+    assert "cupy" in ops.accelerated_backends()

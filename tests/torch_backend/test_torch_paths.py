@@ -1,0 +1,512 @@
+"""The torch backend's own paths, each driven directly and compared with the NumPy backend.
+
+The conformance suite only sees what a forced call reaches on this machine (the CPU algorithms,
+small inputs). Here the GPU algorithms run on the CPU device (the max-pool tiles, a device without
+float64 whose verdict falls back to the host), the block search runs on sets large enough to
+prune, and out-of-memory is injected to show a tile is retried smaller and a plate never fails.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import spacr_accel_core
+from spacr_accel_core import (
+    BackendInfo,
+    BackendOutOfMemory,
+    BackendUnavailable,
+    hookimpl,
+    last_dispatch,
+    ops,
+    use,
+)
+from spacr_accel_core.accelerator import Accelerator
+from spacr_accel_torch import _nearest, _ops, _plugin, _runtime
+
+CPU = _runtime.Device(torch.device("cpu"), True)
+NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
+"""The CPU posing as a device that refuses float64 (Metal): the verdict must run on the host."""
+
+
+def on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run forced torch calls on the CPU device even on a GPU machine, so a failure injected into
+    the CPU algorithm is the one the call meets."""
+    monkeypatch.setattr(_runtime, "target", lambda: CPU)
+
+
+def the_machine_has_a_gpu() -> bool:
+    from spacr_accel_core.accelerator import resolve
+
+    return resolve().is_gpu
+
+
+def numpy_nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return ops.nearest_neighbours(source, target, backend="numpy")
+
+
+def numpy_filter(field: np.ndarray, size: int) -> np.ndarray:
+    return ops.maximum_filter(field, size, backend="numpy")
+
+
+def oom(message: str = "CUDA out of memory. Tried to allocate 2.00 GiB") -> torch.OutOfMemoryError:
+    return torch.OutOfMemoryError(message)
+
+
+# ---- nearest_neighbours --------------------------------------------------------------------------
+
+
+@st.composite
+def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Sets large enough for several blocks: grids full of ties, clusters with outliers, extremes."""
+    width = draw(st.integers(1, 10))
+    n, m = draw(st.integers(1, 300)), draw(st.integers(1, 300))
+    kind = draw(st.sampled_from(["grid", "uniform", "clusters", "huge", "tiny"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if kind == "grid":
+        offset = draw(st.sampled_from([0.0, 1000.0, -3e5]))
+        source = rng.integers(-3, 4, (n, width)) + offset
+        target = rng.integers(-3, 4, (m, width)) + offset
+    elif kind == "uniform":
+        source = rng.uniform(-1e4, 1e4, (n, width))
+        target = rng.uniform(-1e4, 1e4, (m, width))
+    elif kind == "clusters":
+        centres = rng.uniform(-100, 100, (3, width))
+        source = centres[rng.integers(0, 3, n)] + rng.standard_normal((n, width))
+        target = centres[rng.integers(0, 3, m)] + rng.standard_normal((m, width))
+        target[: max(1, m // 20)] *= 50  # a few far outliers stretch some boxes
+    elif kind == "huge":  # float32 squares would overflow: the float64 search
+        source = rng.uniform(-3e37, 3e37, (n, width))
+        target = rng.uniform(-3e37, 3e37, (m, width))
+    else:  # squares underflow float32's normal range
+        source = rng.uniform(-1e-20, 1e-20, (n, width))
+        target = rng.uniform(-1e-20, 1e-20, (m, width))
+    return source.astype(np.float32), target.astype(np.float32)
+
+
+@settings(max_examples=40, deadline=None)
+@given(points=point_sets(), chunk=st.sampled_from([1, 5, 64, 100, 4096]),
+       device=st.sampled_from([CPU, NO_DOUBLES]))
+def test_nearest_equals_the_numpy_backend(points: tuple[np.ndarray, np.ndarray], chunk: int,
+                                          device: _runtime.Device) -> None:
+    source, target = points
+    index, distance = _nearest.nearest(source, target, chunk, device)
+    expected_index, expected_distance = numpy_nearest(source, target)
+    assert index.dtype == np.int64 and distance.dtype == np.float32
+    assert np.array_equal(index, expected_index)
+    assert np.array_equal(distance, expected_distance)
+
+
+@pytest.mark.parametrize("width", [2, 3, 12])
+def test_nearest_on_larger_sets_is_exact_and_chunk_independent(width: int) -> None:
+    rng = np.random.default_rng(width)
+    source = np.round(rng.uniform(0, 60, (3000, width))).astype(np.float32) + 1000
+    target = np.round(rng.uniform(0, 60, (2500, width))).astype(np.float32) + 1000
+    expected = numpy_nearest(source, target)
+    for chunk in (37, 4096):
+        index, distance = ops.nearest_neighbours(source, target, backend="torch", chunk=chunk)
+        assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+
+def test_every_duplicate_target_goes_to_the_lowest_index() -> None:
+    target = np.zeros((500, 2), np.float32)
+    target[:7] = 5.0  # the lowest-indexed points are NOT the nearest
+    source = np.zeros((200, 2), np.float32)
+    index, distance = _nearest.nearest(source, target, 64, CPU)
+    assert index.tolist() == [7] * 200 and distance.tolist() == [0.0] * 200
+
+
+def test_passes_never_exceed_the_callers_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    settle = _nearest._Verdict.settle
+
+    def spy(self: _nearest._Verdict, row_ids: torch.Tensor, local: torch.Tensor, cols: torch.Tensor) -> None:
+        seen.append(int(row_ids.shape[0]))
+        settle(self, row_ids, local, cols)
+
+    monkeypatch.setattr(_nearest._Verdict, "settle", spy)
+    rng = np.random.default_rng(1)
+    for width in (2, 9):
+        source = rng.standard_normal((700, width)).astype(np.float32)
+        target = rng.standard_normal((600, width)).astype(np.float32)
+        for chunk in (1, 13, 200):
+            seen.clear()
+            index, _ = _nearest.nearest(source, target, chunk, CPU)
+            assert seen and max(seen) <= chunk, (width, chunk, max(seen))
+            assert np.array_equal(index, numpy_nearest(source, target)[0])
+
+
+def test_a_small_pass_budget_splits_the_work_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(1 << 16))
+    calls: list[int] = []
+    block_pass = _nearest._block_pass
+
+    def spy(sources: torch.Tensor, *rest: object) -> None:
+        calls.append(int(sources.shape[0]))
+        block_pass(sources, *rest)  # type: ignore[arg-type]  # forwarded unchanged
+
+    monkeypatch.setattr(_nearest, "_block_pass", spy)
+    rng = np.random.default_rng(4)
+    source = rng.uniform(0, 100, (2000, 2)).astype(np.float32)
+    target = rng.uniform(0, 100, (2000, 2)).astype(np.float32)
+    index, distance = _nearest.nearest(source, target, 4096, CPU)
+    assert len(calls) > 4
+    expected = numpy_nearest(source, target)
+    assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+
+def test_pruning_leaves_few_blocks_on_uniform_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of the blocks: on 20,000 uniform points each source block sees ~12 of 313."""
+    widths: list[int] = []
+    block_pass = _nearest._block_pass
+
+    def spy(sources: torch.Tensor, ids: torch.Tensor, blocks: torch.Tensor, t_ids: torch.Tensor,
+            chosen: torch.Tensor, *rest: object) -> None:
+        widths.append(int(chosen.shape[1]))
+        block_pass(sources, ids, blocks, t_ids, chosen, *rest)  # type: ignore[arg-type]  # forwarded
+
+    monkeypatch.setattr(_nearest, "_block_pass", spy)
+    rng = np.random.default_rng(0)
+    points = rng.uniform(0, 1000, (40_000, 2)).astype(np.float32)
+    _nearest.nearest(points[:20_000], points[20_000:], 4096, CPU)
+    assert widths and max(widths) < 40
+
+
+def test_nearest_retries_smaller_passes_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+    block_pass = _nearest._block_pass
+
+    def flaky(sources: torch.Tensor, *rest: object) -> None:
+        sizes.append(int(sources.shape[0]))
+        if sources.shape[0] > 3:
+            raise oom()
+        block_pass(sources, *rest)  # type: ignore[arg-type]  # forwarded unchanged
+
+    monkeypatch.setattr(_nearest, "_block_pass", flaky)
+    rng = np.random.default_rng(2)
+    source = rng.uniform(0, 100, (1500, 2)).astype(np.float32)
+    target = rng.uniform(0, 100, (1500, 2)).astype(np.float32)
+    index, distance = ops.nearest_neighbours(source, target, backend="torch")
+    expected = numpy_nearest(source, target)
+    assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+    assert sizes[0] > 3 and min(sizes) <= 3  # started big, halved until it fitted
+
+
+def test_nearest_gives_up_with_backend_out_of_memory_at_the_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*_: object) -> None:
+        raise oom()
+
+    monkeypatch.setattr(_nearest, "_block_pass", full)
+    with pytest.raises(BackendOutOfMemory, match="out of memory"):
+        ops.nearest_neighbours(np.zeros((300, 2)), np.ones((300, 2)), backend="torch")
+
+
+def test_the_matrix_path_takes_wide_points_and_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows: list[int] = []
+    settle = _nearest._Verdict.settle
+
+    def flaky(self: _nearest._Verdict, row_ids: torch.Tensor, local: torch.Tensor, cols: torch.Tensor) -> None:
+        rows.append(int(row_ids.shape[0]))
+        if row_ids.shape[0] > 50:
+            raise oom()
+        settle(self, row_ids, local, cols)
+
+    monkeypatch.setattr(_nearest._Verdict, "settle", flaky)
+    rng = np.random.default_rng(9)
+    centre = rng.uniform(-1000, 1000, 32)
+    source = (centre + rng.standard_normal((400, 32)) * 0.05).astype(np.float32)
+    target = (centre + rng.standard_normal((900, 32)) * 0.05).astype(np.float32)
+    index, distance = _nearest.nearest(source, target, 4096, CPU)
+    expected = numpy_nearest(source, target)
+    assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+    assert rows[:4] == [400, 200, 100, 50]  # halved after each failure, resumed where it stopped
+    assert sum(rows[3:]) == 400
+
+
+# ---- maximum_filter ------------------------------------------------------------------------------
+
+
+@st.composite
+def fields(draw: st.DrawFn) -> np.ndarray:
+    shape = draw(st.tuples(st.integers(1, 90), st.integers(1, 90)))
+    elements = st.one_of(st.floats(-1e6, 1e6, width=32),
+                         st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0]))
+    return draw(hnp.arrays(np.float32, shape, elements=elements))
+
+
+@settings(max_examples=40, deadline=None)
+@given(field=fields(), size=st.sampled_from([3, 5, 9, 15, 31]), budget=st.sampled_from([None, 1 << 16]))
+def test_the_gpu_filter_algorithm_equals_the_numpy_backend(field: np.ndarray, size: int,
+                                                           budget: int | None) -> None:
+    """The max-pool tiles the GPU runs, here on the CPU device, whole or in many small tiles."""
+    with pytest.MonkeyPatch.context() as patch:
+        if budget is not None:
+            patch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(budget))
+        got = _ops._filter_in_tiles(field, size, CPU)
+    assert np.array_equal(got, numpy_filter(field, size), equal_nan=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(field=fields(), size=st.sampled_from([3, 7, 15, 41]))
+def test_the_cpu_filter_algorithm_equals_the_numpy_backend(field: np.ndarray, size: int) -> None:
+    assert np.array_equal(_ops._filter_in_stripes(field, size, CPU), numpy_filter(field, size),
+                          equal_nan=True)
+
+
+def test_a_field_of_many_stripes_is_exact() -> None:
+    rng = np.random.default_rng(3)
+    field = rng.standard_normal((700, 1500)).astype(np.float32)
+    field[350, 700] = np.nan
+    for size in (3, 15, 63):
+        got = ops.maximum_filter(field, size, backend="torch")
+        assert np.array_equal(got, numpy_filter(field, size), equal_nan=True)
+
+
+def test_nan_rule_holds_where_max_pool_ignores_nan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metal's max-pool may drop NaN; the explicit mask still writes NaN where a window saw one."""
+    pool = _ops._pool
+
+    def nan_blind(tile: torch.Tensor, size: int) -> torch.Tensor:
+        return pool(torch.nan_to_num(tile, nan=-float("inf")), size)
+
+    monkeypatch.setattr(_ops, "_pool", nan_blind)
+    field = np.arange(100, dtype=np.float32).reshape(10, 10)
+    field[4, 4] = np.nan
+    got = _ops._filter_in_tiles(field, 3, CPU)
+    assert np.array_equal(got, numpy_filter(field, 3), equal_nan=True)
+    assert int(np.isnan(got).sum()) == 9
+
+
+def test_filter_tiles_retry_smaller_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+    tile = _ops._device_tile
+
+    def flaky(field: np.ndarray, out: np.ndarray, start: int, stop: int, size: int,
+              device: _runtime.Device) -> None:
+        sizes.append(stop - start)
+        if stop - start > 40:
+            raise oom()
+        tile(field, out, start, stop, size, device)
+
+    monkeypatch.setattr(_ops, "_device_tile", flaky)
+    field = np.random.default_rng(5).standard_normal((300, 200)).astype(np.float32)
+    got = _ops._filter_in_tiles(field, 15, CPU)
+    assert np.array_equal(got, numpy_filter(field, 15))
+    assert sizes[:4] == [300, 150, 75, 37]  # halved after each failure, resumed where it stopped
+    assert sum(sizes[3:]) == 300
+
+
+def test_filter_gives_up_with_backend_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*_: object) -> None:
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 GB")
+
+    on_the_cpu(monkeypatch)
+    monkeypatch.setattr(_ops, "_cpu_stripe", full)
+    with pytest.raises(BackendOutOfMemory):
+        ops.maximum_filter(np.ones((50, 50)), 3, backend="torch")
+
+
+# ---- matmul --------------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(dtype=st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_]),
+       device=st.sampled_from([CPU, NO_DOUBLES]),
+       shapes=st.sampled_from([((7, 3), (3, 5)), ((3,), (3, 4)), ((6, 3), (3,)), ((2, 5, 3), (3, 2)),
+                               ((5, 3), (2, 3, 4)), ((4,), (4,))]))
+def test_matmul_matches_numpy(dtype: type, device: _runtime.Device,
+                              shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    rng = np.random.default_rng(0)
+    first: np.ndarray = (rng.standard_normal(shapes[0]) * 10).astype(dtype)
+    second: np.ndarray = (rng.standard_normal(shapes[1]) * 10).astype(dtype)
+    got = _ops.matmul(first, second, device)
+    expected = np.matmul(first.astype(np.float64), second.astype(np.float64))
+    assert got.dtype == np.float32 and got.shape == np.shape(expected)
+    assert np.allclose(got, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_no_double_reaches_a_device_that_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[torch.dtype] = []
+    product = _ops._product
+
+    def spy(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+        seen.extend([first.dtype, second.dtype])
+        return product(first, second)
+
+    monkeypatch.setattr(_ops, "_product", spy)
+    first = np.arange(12, dtype=np.float64).reshape(4, 3)
+    _ops.matmul(first, first.T.copy(), NO_DOUBLES)
+    assert seen and torch.float64 not in seen
+    seen.clear()
+    _ops.matmul(first, first.T.copy(), CPU)  # a device that takes doubles keeps them
+    assert torch.float64 in seen
+
+
+def test_matmul_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows: list[int] = []
+    product = _ops._product
+
+    def flaky(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+        rows.append(int(first.shape[-2]))
+        if first.shape[-2] > 1000:
+            raise oom()
+        return product(first, second)
+
+    monkeypatch.setattr(_ops, "_product", flaky)
+    first = np.random.default_rng(1).standard_normal((5000, 8)).astype(np.float32)
+    second = np.random.default_rng(2).standard_normal((8, 8)).astype(np.float32)
+    got = ops.matmul(first, second, backend="torch")
+    assert np.allclose(got, first @ second, rtol=1e-5, atol=1e-5)
+    assert rows[:4] == [5000, 2500, 1250, 625]
+    assert sum(rows[3:]) == 5000
+
+
+# ---- errors and the mid-plate fall-through ---------------------------------------------------------
+
+
+def test_device_errors_become_backend_unavailable_and_bugs_stay_bugs() -> None:
+    driver = RuntimeError("CUDA error: an illegal memory access was encountered")
+    assert isinstance(_runtime.translate(driver, "matmul"), BackendUnavailable)
+    assert isinstance(_runtime.translate(oom(), "matmul"), BackendOutOfMemory)
+    assert isinstance(_runtime.translate(RuntimeError("MPS backend out of memory"), "x"), BackendOutOfMemory)
+    metal = TypeError("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64")
+    assert isinstance(_runtime.translate(metal, "x"), BackendUnavailable)
+    bug = RuntimeError("The size of tensor a (3) must match the size of tensor b (4)")
+    assert _runtime.translate(bug, "x") is bug
+
+
+def test_a_forced_call_raises_the_translated_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def gone(*_: object) -> None:
+        raise RuntimeError("CUDA error: unspecified launch failure")
+
+    on_the_cpu(monkeypatch)
+    monkeypatch.setattr(_ops, "_cpu_stripe", gone)
+    with pytest.raises(BackendUnavailable, match="the device failed"):
+        ops.maximum_filter(np.ones((20, 20)), 3, backend="torch")
+
+
+@pytest.fixture
+def gpu_torch() -> Iterator[types.ModuleType]:
+    """The torch backend's primitives under a plugin that claims a usable GPU (the CPU here)."""
+    module = types.ModuleType("gpu_torch_stand_in")
+
+    @hookimpl
+    def spacr_accel_backend_info() -> BackendInfo:
+        return BackendInfo(name="gputorch", priority=1000.0, accelerated=True, usable=True)
+
+    module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
+    module.spacr_accel_maximum_filter = _plugin.spacr_accel_maximum_filter  # type: ignore[attr-defined]
+    module.spacr_accel_nearest_neighbours = _plugin.spacr_accel_nearest_neighbours  # type: ignore[attr-defined]
+    spacr_accel_core.register(module, "gputorch")
+    yield module
+    spacr_accel_core.unregister("gputorch")
+
+
+def test_a_card_filled_mid_plate_falls_through_to_numpy(gpu_torch: types.ModuleType,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    on_the_cpu(monkeypatch)
+    field = np.random.default_rng(6).standard_normal((64, 64)).astype(np.float32)
+    with use("gputorch", "numpy"):
+        first = ops.maximum_filter(field, 5)
+        assert last_dispatch().backend == "gputorch"  # type: ignore[union-attr]  # a call just ran
+
+        def full(*_: object) -> None:
+            raise oom()
+
+        monkeypatch.setattr(_ops, "_cpu_stripe", full)  # another job took the card
+        second = ops.maximum_filter(field, 5)
+        dispatch = last_dispatch()
+    assert dispatch is not None and dispatch.backend == "numpy"
+    assert dispatch.declined[0][0] == "gputorch" and "BackendOutOfMemory" in dispatch.declined[0][1]
+    assert np.array_equal(first, second)
+
+
+# ---- backend_info and discovery ------------------------------------------------------------------
+
+
+def test_backend_info_tells_the_truth_about_this_machine() -> None:
+    info = _plugin.spacr_accel_backend_info()
+    assert (info.name, info.priority, info.accelerated) == ("torch", 300.0, True)
+    assert ops.accelerated_backends()[-1] == "numpy"
+    if the_machine_has_a_gpu():
+        assert info.usable and ops.accelerated_backends()[0] == "torch"
+    else:
+        assert not info.usable and "CPU" in info.note
+        assert "torch" not in ops.accelerated_backends()
+
+
+def test_backend_info_offers_torch_where_the_prober_finds_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    card = Accelerator(kind="cuda", device="cuda:0", label="NVIDIA H200 (CUDA)", name="NVIDIA H200")
+    monkeypatch.setattr(_plugin, "spacr_accel_probe", lambda **_: card)
+    info = _plugin.spacr_accel_backend_info()
+    assert info.usable and "cuda:0" in info.note
+    monkeypatch.setenv("SPACR_DEVICE", "cpu")
+    info = _plugin.spacr_accel_backend_info()
+    assert not info.usable and "SPACR_DEVICE" in info.note
+
+
+def test_backend_info_survives_a_prober_that_raises_or_hangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(**_: object) -> None:
+        raise BackendUnavailable("torch is not importable")
+
+    monkeypatch.setattr(_plugin, "spacr_accel_probe", broken)
+    info = _plugin.spacr_accel_backend_info()
+    assert not info.usable and "not importable" in info.note
+    monkeypatch.setattr(_plugin, "spacr_accel_probe", lambda **_: time.sleep(5))
+    monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.1")
+    info = _plugin.spacr_accel_backend_info()
+    assert not info.usable and "did not answer" in info.note
+
+
+def test_gpu_false_refuses_a_forced_torch() -> None:
+    with pytest.raises(ValueError, match="gpu=False"):
+        ops.matmul(np.ones((2, 2)), np.ones((2, 2)), gpu=False, backend="torch")
+
+
+def test_pass_budget_is_measured_from_free_device_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    card = _runtime.Device(torch.device("cuda", 0), True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 << 30, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 3 << 30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 1 << 30)
+    assert _runtime.budget(card) == int((12 << 30) * 0.4)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1 << 20, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
+    assert _runtime.budget(card) == 1 << 20  # a nearly full card still gets a minimal pass
+
+
+def test_importing_the_ops_and_the_plugins_imports_no_vendor_library() -> None:
+    code = ("import sys, spacr_accel_core.ops, spacr_accel_torch._plugin, spacr_accel_cupy._plugin; "
+            "print(sorted(m for m in ('torch', 'cupy') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+# ---- on a card -----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not the_machine_has_a_gpu(), reason="needs a GPU torch can drive (none resolved here)")
+def test_on_the_card_small_passes_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = _runtime.target()
+    assert not device.is_cpu and _runtime.budget(device) > 1 << 20  # measured from free memory
+    monkeypatch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(1 << 16))
+    rng = np.random.default_rng(12)
+    field = rng.standard_normal((300, 257)).astype(np.float32)
+    field[100, 100] = np.nan
+    assert np.array_equal(ops.maximum_filter(field, 15, backend="torch"), numpy_filter(field, 15),
+                          equal_nan=True)
+    source = np.round(rng.uniform(0, 30, (2000, 3))).astype(np.float32)
+    target = np.round(rng.uniform(0, 30, (1500, 3))).astype(np.float32)
+    got = ops.nearest_neighbours(source, target, backend="torch", chunk=97)
+    expected = numpy_nearest(source, target)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
