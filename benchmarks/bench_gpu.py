@@ -24,6 +24,7 @@ Exit status 0 when every backend that ran agrees, 1 otherwise (targets are repor
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -120,7 +121,8 @@ def main() -> int:
     for label, (function, operands) in cases.items():
         operation = function.__name__
         reference = function(*operands, backend="numpy")
-        numpy_time = best(lambda f=function, a=operands: f(*a, backend="numpy"), no_sync, max(1, args.repeats // 2))
+        numpy_time = best(functools.partial(function, *operands, backend="numpy"), no_sync,
+                          max(1, args.repeats // 2))
         table.append(Row(label, "numpy", numpy_time, numpy_time, 1.0, "reference", ""))
         for name in [b.strip() for b in args.backends.split(",") if b.strip()]:
             plugin = status.get(name)
@@ -131,7 +133,7 @@ def main() -> int:
             try:
                 got = function(*operands, backend=name)
                 sync = torch_sync() if name == "torch" else cupy_sync
-                end_to_end = best(lambda f=function, a=operands, n=name: f(*a, backend=n), sync, args.repeats)
+                end_to_end = best(functools.partial(function, *operands, backend=name), sync, args.repeats)
                 resident, target_text = measure_resident(name, operation, operands, end_to_end, sync,
                                                          args.repeats)
             except Exception as exc:  # a backend that breaks is a row of the table, not a crash
@@ -143,14 +145,16 @@ def main() -> int:
             table.append(Row(label, name, resident, end_to_end, numpy_time / end_to_end, agrees, target_text))
 
     print(f"device: {describe()}")
-    header = f"{'operation':<40} {'backend':<7} {'resident ms':>12} {'end to end ms':>14} {'speed-up':>9}  {'agrees':<10} target"
+    header = (f"{'operation':<40} {'backend':<7} {'resident ms':>12} {'end to end ms':>14} "
+              f"{'speed-up':>9}  {'agrees':<10} target")
     print(header)
     print("-" * len(header))
     for row in table:
-        resident = f"{row.resident * 1e3:12.2f}" if row.resident is not None else f"{'-':>12}"
-        e2e = f"{row.end_to_end * 1e3:14.2f}" if row.end_to_end is not None else f"{'-':>14}"
-        speed = f"{row.speedup:8.1f}x" if row.speedup is not None else f"{'-':>9}"
-        print(f"{row.operation:<40} {row.backend:<7} {resident} {e2e} {speed}  {row.agrees:<10} {row.target}")
+        shown_resident = f"{row.resident * 1e3:12.2f}" if row.resident is not None else f"{'-':>12}"
+        shown_e2e = f"{row.end_to_end * 1e3:14.2f}" if row.end_to_end is not None else f"{'-':>14}"
+        shown_speed = f"{row.speedup:8.1f}x" if row.speedup is not None else f"{'-':>9}"
+        print(f"{row.operation:<40} {row.backend:<7} {shown_resident} {shown_e2e} {shown_speed}  "
+              f"{row.agrees:<10} {row.target}")
     return 1 if failed else 0
 
 
@@ -179,7 +183,7 @@ def measure_resident(name: str, operation: str, operands: tuple[Any, ...], end_t
         matmul: Callable[[Any, Any], Any] = torch.matmul
     else:
         import cupy
-        import cupyx.scipy.ndimage as ndimage
+        from cupyx.scipy import ndimage
 
         def to_device(array: np.ndarray) -> Any:
             return cupy.asarray(array)

@@ -45,7 +45,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch
-    import torch.nn.functional as functional
+    from torch.nn import functional
 
     from spacr_accel_core import ops
 

@@ -244,3 +244,16 @@ def test_the_console_script_is_installed_and_runs() -> None:
     assert script is not None, f"no spacr-accel console script in {scripts}"
     done = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and done.stdout.startswith("spacr-accel (spacr-accel-core) "), done.stderr
+
+
+def test_a_report_the_text_cannot_show_falls_back_to_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def explode(_report: object) -> str:
+        raise KeyError("a section nobody expected")
+
+    monkeypatch.setattr(_doctor, "render", explode)
+    assert _cli.main(["doctor"]) == 0
+    first, rest = capsys.readouterr().out.split("\n", 1)
+    assert first.startswith("(the text report failed: KeyError")
+    assert set(json.loads(rest)) == TOP_KEYS

@@ -218,8 +218,14 @@ def _doctor_command(args: argparse.Namespace) -> int:
     report = _doctor.collect()
     if args.json:
         _emit_json(report)
+        return 0
+    try:
+        text = _doctor.render(report)
+    except Exception as exc:  # the doctor never fails: show the raw report rather than nothing
+        _write(f"(the text report failed: {type(exc).__name__}: {exc}; the raw report follows)\n")
+        _emit_json(report)
     else:
-        _write(_doctor.render(report))
+        _write(text)
     return 0
 
 

@@ -289,8 +289,8 @@ def render(report: Report) -> str:
     out += ["", "Plugins (best first)", *_error_lines(plugins)]
     out += table(
         ["name", "priority", "accel", "status", "distribution", "version", "operations", "reason"],
-        [[r["name"], _cell(r["priority"]), _cell(r["accelerated"]), r["status"], r["distribution"],
-          _cell(r["version"]), _cell(r["operations"]), r["reason"]] for r in plugins["rows"]],
+        [[_cell(r[key]) for key in ("name", "priority", "accelerated", "status", "distribution",
+                                     "version", "operations", "reason")] for r in plugins["rows"]],
     )
     if not plugins["rows"] and not plugins["error"]:
         out.append("  (no plugins installed: `pip install spacr-accel` brings the NumPy backend)")
