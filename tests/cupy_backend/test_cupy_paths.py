@@ -47,10 +47,25 @@ class CupyOutOfMemory(MemoryError):
 
 
 @no_device_only
-def test_backend_info_says_unusable_with_the_runtime_reason() -> None:
+def test_backend_info_says_unusable_with_the_runtime_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past the cheap OS check, CuPy itself is asked, and its real CUDARuntimeError is the note.
+    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
     info = _plugin.spacr_accel_backend_info()
     assert (info.name, info.priority, info.accelerated, info.usable) == ("cupy", 200.0, True, False)
-    assert "CUDARuntimeError" in info.note or "CUDA" in info.note
+    assert "cupy cannot reach a CUDA device: CUDARuntimeError" in info.note
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the Linux driver's device files")
+def test_without_an_nvidia_driver_cupy_is_not_even_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery on a machine without the driver must not pay for importing CuPy."""
+    import os.path
+
+    monkeypatch.setattr(os.path, "exists", lambda path: False)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # importing it now would raise ImportError
+    info = _plugin.spacr_accel_backend_info()
+    assert not info.usable and "no NVIDIA driver is loaded" in info.note
+    monkeypatch.setattr(os.path, "exists", lambda path: path == "/dev/nvidiactl")
+    assert "pip install spacr-accel[cupy]" in _plugin.spacr_accel_backend_info().note
 
 
 @no_device_only
@@ -67,6 +82,7 @@ def test_a_forced_call_raises_backend_unavailable_and_dispatch_still_answers() -
 
 
 def test_missing_cupy_points_at_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
     monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` now raises ImportError
     info = _plugin.spacr_accel_backend_info()
     assert not info.usable and "pip install spacr-accel[cupy]" in info.note

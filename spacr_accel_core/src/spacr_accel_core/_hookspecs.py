@@ -30,7 +30,11 @@ def spacr_accel_backend_info() -> BackendInfo:  # type: ignore[empty-body]  # a 
     """Describe this plugin: name, priority, whether it needs a device, whether it can run now.
 
     Called once per process at discovery (and again after :func:`spacr_accel_core.refresh`).
-    It may import the plugin's library to answer ``usable``; raising here marks the plugin faulty.
+    It may import the plugin's library to answer ``usable``; a ``RuntimeError`` here marks the plugin
+    unusable with that reason, anything else marks it faulty. It runs while the registry is being
+    built, so it must not call the ops or :func:`~spacr_accel_core.accelerator.resolve` (both wait
+    for the registry); ask your own library, bounded with
+    :func:`~spacr_accel_core.accelerator.call_bounded` if a driver might hang.
     """
 
 

@@ -46,9 +46,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from ._errors import BackendUnavailable
 from ._registry import REGISTRY
+
+_T = TypeVar("_T")
 
 __all__ = [
     "CPU_WORDS",
@@ -58,6 +61,7 @@ __all__ = [
     "KINDS",
     "Accelerator",
     "autocast_device_type",
+    "call_bounded",
     "capabilities",
     "cellpose_gpu",
     "cellpose_kwargs",
@@ -253,6 +257,33 @@ def _bounded(work: Callable[[], Any], timeout: float | None, what: str) -> _Outc
     if not done.wait(timeout):
         return _Outcome(timed_out=True)
     return outcome
+
+
+def call_bounded(work: Callable[[], _T], what: str) -> _T:
+    """Run ``work`` under the bound :func:`resolve` puts on a probe (:data:`ENV_PROBE_TIMEOUT`).
+
+    For plugins whose ``spacr_accel_backend_info`` must ask a driver whether a device is there: a
+    hung driver then makes the plugin unusable, with a note, instead of hanging discovery.
+
+    :param work: the call into the driver or library.
+    :param what: what it is, for the message ("the cupy device count").
+    :returns: what ``work`` returned.
+    :raises RuntimeError: ``work``'s own ``RuntimeError``, unchanged (a plugin's "not here").
+    :raises BackendUnavailable: ``work`` did not answer in time, or raised anything else
+        (an ``ImportError``, a ``SystemExit`` from a broken import), chained to it.
+    """
+    timeout = _probe_timeout()
+    outcome = _bounded(work, timeout, what)
+    if outcome.timed_out:
+        raise BackendUnavailable(f"{what} did not answer within {timeout:g} s "
+                                 f"(raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
+    error = outcome.error
+    if isinstance(error, RuntimeError):
+        raise error
+    if error is not None:
+        raise BackendUnavailable(f"{what} failed: {_describe(error)}") from error
+    value: _T = outcome.value
+    return value
 
 
 _PARAMETERS: dict[Callable[..., Any], tuple[str, ...] | None] = {}

@@ -7,10 +7,9 @@ is asked, and its error becomes the note the doctor shows.
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import threading
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from spacr_accel_core import BackendInfo, BackendUnavailable, hookimpl
-from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE
+from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, call_bounded
 
 from ._kit import Kit, cupy_kit, translate
 
@@ -27,49 +26,44 @@ NAME = "cupy"
 PRIORITY = 200.0
 """Below torch, above numpy: the seed's order."""
 
-_PROBE_TIMEOUT_ENV = "SPACR_ACCEL_PROBE_TIMEOUT"
-_DEFAULT_PROBE_TIMEOUT = 60.0
 _CUDA_INDEX = re.compile(r"cuda:(\d+)")
 _T = TypeVar("_T")
 
 
+def _no_nvidia_driver() -> str | None:
+    """Why no CUDA device can be here, read off the OS without importing CuPy; ``None`` if one may be.
+
+    Importing CuPy and asking the runtime costs 0.3-0.5 s, paid by every process at discovery (the
+    doctor, the first tile), so where the answer is already certain it is not asked: macOS has no
+    CUDA at all, and a Linux kernel without the NVIDIA driver has neither ``/dev/nvidiactl`` nor
+    ``/proc/driver/nvidia`` (WSL reaches the card through ``/dev/dxg`` instead).
+    """
+    if sys.platform == "darwin":
+        return "macOS has no CUDA driver (cupy drives NVIDIA CUDA only)"
+    if sys.platform.startswith("linux") and not any(
+        os.path.exists(path) for path in ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")
+    ):
+        return "no NVIDIA driver is loaded here (no /dev/nvidiactl or /proc/driver/nvidia)"
+    return None
+
+
 def _device_count() -> int:
-    """How many CUDA devices CuPy reaches, asked in a worker thread a hung driver cannot stall.
+    """How many CUDA devices CuPy reaches, asked under the core's probe bound.
 
     :raises BackendUnavailable: CuPy is missing, the runtime refuses, or the driver hangs.
     """
-    raw = os.environ.get(_PROBE_TIMEOUT_ENV, "").strip()
-    try:
-        timeout: float | None = float(raw) if raw else _DEFAULT_PROBE_TIMEOUT
-    except ValueError:
-        timeout = _DEFAULT_PROBE_TIMEOUT
-    if timeout is not None and (math.isnan(timeout) or timeout <= 0):
-        timeout = _DEFAULT_PROBE_TIMEOUT
-    if timeout == math.inf:
-        timeout = None
-    box: dict[str, Any] = {}
-    done = threading.Event()
 
-    def run() -> None:
+    def ask() -> int:
         try:
             import cupy
+        except ImportError as exc:
+            raise BackendUnavailable(f"cupy is not installed ({exc}); `pip install spacr-accel[cupy]`") from exc
+        try:
+            return int(cupy.cuda.runtime.getDeviceCount())
+        except Exception as exc:  # CUDARuntimeError above all: no driver, or one too old
+            raise BackendUnavailable(f"cupy cannot reach a CUDA device: {type(exc).__name__}: {exc}") from exc
 
-            box["count"] = int(cupy.cuda.runtime.getDeviceCount())
-        except BaseException as exc:  # reported below, an ImportError or CUDARuntimeError above all
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="spacr-accel cupy probe", daemon=True).start()
-    if not done.wait(timeout):
-        raise BackendUnavailable(f"the CUDA driver did not answer cupy within {timeout:g} s")
-    error = box.get("error")
-    if isinstance(error, ImportError):
-        raise BackendUnavailable(f"cupy is not installed ({error}); `pip install spacr-accel[cupy]`")
-    if error is not None:
-        raise BackendUnavailable(f"cupy cannot reach a CUDA device: {type(error).__name__}: {error}")
-    count: int = box["count"]
-    return count
+    return call_bounded(ask, "the CUDA driver (asked by cupy)")
 
 
 @hookimpl
@@ -83,6 +77,9 @@ def spacr_accel_backend_info() -> BackendInfo:
         return info(False, f"{ENV_DEVICE}={forced} forces the CPU")
     if forced and forced != "auto" and not forced.startswith("cuda"):
         return info(False, f"{ENV_DEVICE}={forced} names a device cupy does not drive (CUDA only)")
+    absent = _no_nvidia_driver()
+    if absent is not None:
+        return info(False, absent)
     try:
         count = _device_count()
     except BackendUnavailable as exc:

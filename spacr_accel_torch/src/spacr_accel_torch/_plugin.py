@@ -8,16 +8,14 @@ is what the NumPy backend already does better.
 
 from __future__ import annotations
 
-import math
 import os
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 
-from spacr_accel_core import BackendInfo, BackendUnavailable, hookimpl
-from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator
+from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator, call_bounded
 
 from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's hookimpls)
     spacr_accel_empty_cache,
@@ -30,50 +28,22 @@ NAME = "torch"
 PRIORITY = 300.0
 """Highest of the shipped backends (the seed's order: torch, then cupy, then numpy)."""
 
-_PROBE_TIMEOUT_ENV = "SPACR_ACCEL_PROBE_TIMEOUT"
-_DEFAULT_PROBE_TIMEOUT = 60.0
 _T = TypeVar("_T")
 
 
 def _probe_bounded() -> Accelerator | None:
-    """Our own prober's answer, asked in a worker thread and abandoned if it hangs.
+    """Our own prober's answer, under the bound the core puts on probes.
 
     WHY NOT ``resolve()``. This hook runs while the registry is being built, under its lock;
     ``resolve()`` discovers probers through the registry from a worker thread, which would wait on
     that lock until the probe timeout and then cache "CPU" for the whole process. So the backend
-    asks its own distribution's prober directly (the one that drives every torch device), with
-    the same bound the core puts on probes; the primitives themselves use ``resolve()``.
+    asks its own distribution's prober directly (the one that drives every torch device); the
+    primitives themselves use ``resolve()``.
     """
-    raw = os.environ.get(_PROBE_TIMEOUT_ENV, "").strip()
-    try:
-        timeout: float | None = float(raw) if raw else _DEFAULT_PROBE_TIMEOUT
-    except ValueError:
-        timeout = _DEFAULT_PROBE_TIMEOUT
-    if timeout is not None and (math.isnan(timeout) or timeout <= 0):
-        timeout = _DEFAULT_PROBE_TIMEOUT
-    if timeout == float("inf"):
-        timeout = None
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["value"] = spacr_accel_probe(torch=None, device_names=False, include_cuda=True)
-        except BaseException as exc:  # handed to the caller below, SystemExit from an import included
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="spacr-accel torch backend probe", daemon=True).start()
-    if not done.wait(timeout):
-        raise BackendUnavailable(f"the torch device probe did not answer within {timeout:g} s")
-    if "error" in box:
-        error: BaseException = box["error"]
-        if isinstance(error, RuntimeError):
-            raise error
-        raise BackendUnavailable(f"the torch device probe failed: {type(error).__name__}: {error}")
-    value: Accelerator | None = box.get("value")
-    return value
+    return call_bounded(
+        lambda: spacr_accel_probe(torch=None, device_names=False, include_cuda=True),
+        "the torch device probe",
+    )
 
 
 @hookimpl
