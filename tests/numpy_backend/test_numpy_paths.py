@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 from scipy import ndimage
 
 from spacr_accel_core import ops
-from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
+from spacr_accel_core.testing import assert_same_field, reference_maximum_filter, reference_nearest
 from spacr_accel_numpy import _nearest, window_maximum
 
 METHODS = [_nearest._brute, _nearest._kdtree, _nearest._matrix]
@@ -23,6 +23,12 @@ METHODS = [_nearest._brute, _nearest._kdtree, _nearest._matrix]
 def point_sets(draw):
     width = draw(st.integers(1, 20))
     n, m = draw(st.integers(1, 60)), draw(st.integers(1, 60))
+    if draw(st.integers(0, 3)) == 0:
+        # Magnitudes where a float32 expansion overflows (1e19, 3e37) or underflows (1e-22).
+        scale = draw(st.sampled_from([1e19, 3e37, 1e-22, 3e-23, 1e-3]))
+        values = st.floats(-1, 1, allow_nan=False, width=32)
+        return (draw(hnp.arrays(np.float32, (n, width), elements=values)) * np.float32(scale),
+                draw(hnp.arrays(np.float32, (m, width), elements=values)) * np.float32(scale))
     if draw(st.booleans()):
         grid = st.integers(-2, 2).map(float)
         offset = draw(st.sampled_from([0.0, 1000.0, -3e5]))
@@ -59,6 +65,18 @@ def test_float32_expansion_alone_would_pick_wrong_neighbours():
     assert np.array_equal(index, expected)
 
 
+@pytest.mark.parametrize("scale", [1e19, 3e37, 1e-22, 3e-23])
+def test_wide_points_of_extreme_magnitude_through_ops(scale):
+    """Large enough to take the matrix path (N*M > 65536, D >= 16), at magnitudes where float32
+    squares overflow or underflow: the answer is still the reference's."""
+    rng = np.random.default_rng(6)
+    source = (rng.standard_normal((300, 16)) * scale).astype(np.float32)
+    target = (rng.standard_normal((300, 16)) * scale).astype(np.float32)
+    index, distance = ops.nearest_neighbours(source, target, backend="numpy")
+    expected = reference_nearest(source, target)
+    assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+
 def test_kdtree_resolves_many_way_ties_to_the_lowest_index():
     target = np.zeros((50, 2), np.float32)  # fifty copies of one point
     target[::7] = 1.0
@@ -72,9 +90,10 @@ def test_kdtree_resolves_many_way_ties_to_the_lowest_index():
                         elements=st.floats(allow_nan=False, allow_infinity=False, width=32)),
        size=st.integers(1, 20).map(lambda k: 2 * k + 1))
 def test_window_maximum_equals_scipy_on_finite_fields(field, size):
-    got = window_maximum(field, size)
-    expected = ndimage.maximum_filter(field, size, mode="nearest")
-    assert np.array_equal(got, expected)
+    # Bit for bit through ops, scipy's zeros given the contract's sign (+0.0).
+    got = ops.maximum_filter(field, size, backend="numpy")
+    assert_same_field(got, ndimage.maximum_filter(field, size, mode="nearest") + np.float32(0.0))
+    assert np.array_equal(window_maximum(field, size), ndimage.maximum_filter(field, size, mode="nearest"))
 
 
 def test_window_maximum_threaded_stripes_match_the_reference():

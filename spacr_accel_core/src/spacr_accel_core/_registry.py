@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextvars
 import importlib.metadata
 import logging
+import math
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -82,10 +84,12 @@ class _Snapshot:
     ranked: tuple[str, ...]  # usable plugins with backend info, best first
     restriction: tuple[str, ...] | None  # from SPACR_ACCEL_BACKENDS
     duplicates: tuple[_Plugin, ...]  # conflicting entry points that lost to an earlier one
-    order_cache: dict[tuple[str, bool, tuple[str, ...] | None], tuple[_Impl, ...]] = field(
-        default_factory=dict
-    )
-    default_order: dict[tuple[str, bool], tuple[_Impl, ...]] = field(default_factory=dict)
+    order_cache: dict[tuple[object, ...], tuple[_Impl, ...]] = field(default_factory=dict)
+
+
+def _order_key(operation: str, gpu: bool, override: tuple[str, ...] | None) -> tuple[object, ...]:
+    # Without a use() override (the per-tile case) the key is a pair: cheaper to build and hash.
+    return (operation, gpu) if override is None else (operation, gpu, override)
 
 
 def _split_names(value: str | None) -> tuple[str, ...]:
@@ -97,6 +101,25 @@ def _split_names(value: str | None) -> tuple[str, ...]:
 def _priority_key(plugin: _Plugin) -> tuple[float, str]:
     priority = plugin.info.priority if plugin.info is not None else 0.0
     return (-priority, plugin.name)
+
+
+def _malformed_info(info: object) -> str | None:
+    """What is wrong with a plugin's :class:`BackendInfo`, or ``None``.
+
+    Checked at load because one bad field would otherwise break every call: a string priority
+    makes the ranking sort raise, and a NaN one makes the order depend on the install order.
+    """
+    if not isinstance(info, BackendInfo):
+        return f"returned {type(info).__name__}, not BackendInfo"
+    fields: dict[str, object] = vars(info)  # as given: the annotations are a plugin's promise only
+    if not isinstance(fields["name"], str) or not isinstance(fields["note"], str):
+        return "has a name or note that is not a string"
+    priority = fields["priority"]
+    if isinstance(priority, bool) or not isinstance(priority, (int, float)) or not math.isfinite(priority):
+        return f"has priority {priority!r}, not a finite number"
+    if not isinstance(fields["accelerated"], bool) or not isinstance(fields["usable"], bool):
+        return "has accelerated/usable flags that are not bools"
+    return None
 
 
 def _describe(exc: BaseException) -> str:
@@ -121,6 +144,12 @@ class Registry:
         self._faults: dict[tuple[str, str], str] = {}  # (plugin, operation) -> what it did
         self._warned: set[tuple[str, str]] = set()
         self._last = _LastCall()
+        _REGISTRIES.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # spaCR forks worker processes (multiprocessing's default on Linux). A lock held by
+        # another thread at the fork is held for ever in the child, so the child gets new ones.
+        self._lock = threading.RLock()
 
     # ---- discovery -------------------------------------------------------------------------
 
@@ -238,7 +267,9 @@ class Registry:
                 owner = plugins.get(hookimpl.plugin_name)
                 if owner is None or owner.obj is None:
                     continue
-                accelerated = owner.info.accelerated if owner.info is not None else False
+                # A plugin that could not say (its backend_info raised) is assumed to need a
+                # device, so gpu=False still refuses it.
+                accelerated = owner.info.accelerated if owner.info is not None else True
                 impls[op][owner.name] = _Impl(owner.name, hookimpl.function, accelerated)
         return impls
 
@@ -273,14 +304,16 @@ class Registry:
             info = info_impls[0].function()
         except RuntimeError as exc:
             return replace(plugin, status="unusable", reason=_describe(exc))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a plugin's sys.exit() must not end the caller's process
             logger.warning("spacr_accel plugin %r failed to describe itself: %s", plugin.name, _describe(exc))
             manager.unregister(name=plugin.name)
             return replace(plugin, obj=None, status="faulty", reason=f"backend_info raised {_describe(exc)}")
-        if not isinstance(info, BackendInfo):
+        problem = _malformed_info(info)
+        if problem is not None or not isinstance(info, BackendInfo):
+            logger.warning("spacr_accel plugin %r described itself badly: %s", plugin.name, problem)
             manager.unregister(name=plugin.name)
-            return replace(plugin, obj=None, status="faulty",
-                           reason=f"backend_info returned {type(info).__name__}, not BackendInfo")
+            return replace(plugin, obj=None, status="faulty", reason=f"backend_info {problem}")
+
         if info.name != plugin.name:
             logger.debug("plugin %r calls itself %r; the entry point's name wins", plugin.name, info.name)
             info = replace(info, name=plugin.name)
@@ -292,9 +325,11 @@ class Registry:
     def plugins(self) -> tuple[PluginStatus, ...]:
         """Every plugin seen, best first, with status and reason (what the doctor prints)."""
         snapshot = self._state()
+        with self._lock:
+            faults_seen = dict(self._faults)
         rows = []
         for plugin in [*sorted(snapshot.plugins.values(), key=_priority_key), *snapshot.duplicates]:
-            faults = tuple((op, what) for (name, op), what in sorted(self._faults.items())
+            faults = tuple((op, what) for (name, op), what in sorted(faults_seen.items())
                            if name == plugin.name)
             info = plugin.info
             rows.append(PluginStatus(
@@ -360,26 +395,30 @@ class Registry:
                     restriction: tuple[str, ...] | None) -> list[str]:
         if restriction is None:
             return list(ranked)
-        chosen = [n for n in restriction if n in ranked]
-        if FLOOR in ranked and FLOOR not in chosen:
-            chosen.append(FLOOR)
+        chosen = [n for n in restriction if n in ranked and n != FLOOR]
+        if FLOOR in ranked:
+            chosen.append(FLOOR)  # the floor is last: below it nothing would ever be reached
         return chosen
 
     def _order(self, snapshot: _Snapshot, operation: str, gpu: bool) -> tuple[_Impl, ...]:
+        """The plugins to try, best first; cached per (operation, gpu[, use() override]).
+
+        Built under the lock so that an order computed just before a fault cleared the cache
+        cannot be stored after it and bring the quarantined plugin back.
+        """
         restriction = _override.get()
-        key = (operation, gpu, restriction)
-        order = snapshot.order_cache.get(key)
-        if order is None:
-            available = snapshot.impls[operation]
-            names = self._restricted(snapshot, snapshot.ranked, restriction or snapshot.restriction)
-            order = tuple(
-                available[n] for n in names
-                if n in available and (gpu or not available[n].accelerated)
-                and (n, operation) not in self._faults
-            )
-            snapshot.order_cache[key] = order
-            if restriction is None:
-                snapshot.default_order[(operation, gpu)] = order
+        key = _order_key(operation, gpu, restriction)
+        with self._lock:
+            order = snapshot.order_cache.get(key)
+            if order is None:
+                available = snapshot.impls[operation]
+                names = self._restricted(snapshot, snapshot.ranked, restriction or snapshot.restriction)
+                order = tuple(
+                    available[n] for n in names
+                    if n in available and (gpu or not available[n].accelerated)
+                    and (n, operation) not in self._faults
+                )
+                snapshot.order_cache[key] = order
         return order
 
     def _skipped(self, snapshot: _Snapshot, operation: str, gpu: bool,
@@ -409,7 +448,6 @@ class Registry:
             snapshot = self._snapshot
             if snapshot is not None:
                 snapshot.order_cache.clear()
-                snapshot.default_order.clear()
             first = (plugin, operation) not in self._warned
             self._warned.add((plugin, operation))
         if first:
@@ -432,9 +470,7 @@ class Registry:
         snapshot = self._snapshot or self._state()
         if backend is not None:
             return self._forced(snapshot, operation, args, gpu, backend, check, expected)
-        override = _override.get()
-        order = (snapshot.default_order.get((operation, gpu)) if override is None
-                 else snapshot.order_cache.get((operation, gpu, override)))
+        order = snapshot.order_cache.get(_order_key(operation, gpu, _override.get()))
         if order is None:
             order = self._order(snapshot, operation, gpu)
         declined: list[tuple[str, str]] = []
@@ -468,6 +504,9 @@ class Registry:
                 declined.append((impl.plugin, f"faulty: {problem}"))
                 continue
             self._last.call = (operation, impl.plugin, declined)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s served by %r%s", operation, impl.plugin,
+                             f" after {[name for name, _ in declined]} declined" if declined else "")
             return result
         raise NoBackendError(
             operation,
@@ -511,6 +550,17 @@ class Registry:
         """Note that the core answered ``operation`` itself (an empty input needs no backend)."""
         self._last.call = (operation, "core", [])
 
+
+_REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()
+
+
+def _reset_locks_after_fork() -> None:
+    for registry in list(_REGISTRIES):
+        registry._after_fork_in_child()  # the module owns its registries
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_reset_locks_after_fork)
 
 REGISTRY = Registry()
 """The process-wide registry every module-level function uses."""

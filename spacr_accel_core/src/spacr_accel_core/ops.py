@@ -33,6 +33,7 @@ may take fewer to stay inside their memory budget, and the answer never depends 
 _NUMERIC_KINDS = frozenset("biuf")
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
+_ZERO = np.float32(0.0)
 
 
 def _numeric(value: Any, name: str) -> np.ndarray:
@@ -73,8 +74,13 @@ def _check_array(result: Any, shape: tuple[int, ...]) -> str | None:
     return None
 
 
-def _check_pair(result: Any, n: int) -> str | None:
-    """What is wrong with a backend's ``(indices, distances)`` result, or ``None``."""
+def _check_pair(result: Any, sizes: tuple[int, int]) -> str | None:
+    """What is wrong with a backend's ``(indices, distances)`` result, or ``None``.
+
+    The index range is checked too (two cheap passes): an index outside the target set is the
+    one wrong answer a shape check cannot see, and it would crash the caller's pairing later.
+    """
+    n, m = sizes
     if not isinstance(result, tuple) or len(result) != 2:
         return f"returned {type(result).__name__}, not an (indices, distances) pair"
     index, distance = result
@@ -82,6 +88,8 @@ def _check_pair(result: Any, n: int) -> str | None:
         return f"indices are not int64 of shape ({n},)"
     if not isinstance(distance, np.ndarray) or distance.dtype != _F32 or distance.shape != (n,):
         return f"distances are not float32 of shape ({n},)"
+    if index.min() < 0 or index.max() >= m:
+        return f"indices fall outside the {m} target points"
     return None
 
 
@@ -115,7 +123,7 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     if window <= 1 or array.size == 0:
         REGISTRY.record_core("maximum_filter")
         return array.astype(_F32, copy=True)
-    return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees an ndarray
+    result: np.ndarray = REGISTRY.dispatch(
         "maximum_filter",
         (array.astype(_F32, copy=False), window),
         gpu=gpu,
@@ -123,6 +131,11 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
         check=_check_array,
         expected=array.shape,
     )
+    # One rule for the sign of zero, applied here so that no backend (ours or a third party's)
+    # can differ from another: a maximum of zero is +0.0. Adding +0.0 changes nothing else, NaN
+    # included. scipy keeps whichever zero its scan met first, which no other backend can mimic.
+    np.add(result, _ZERO, out=result)
+    return result
 
 
 def _product_shape(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...]:
@@ -250,5 +263,5 @@ def nearest_neighbours(
         return np.full(n, -1, dtype=_I64), np.full(n, np.inf, dtype=_F32)
 
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the pair
-        "nearest_neighbours", (src, tgt, rows), gpu=gpu, backend=backend, check=_check_pair, expected=n
+        "nearest_neighbours", (src, tgt, rows), gpu=gpu, backend=backend, check=_check_pair, expected=(n, m)
     )

@@ -28,6 +28,18 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+def _forget_pool_after_fork() -> None:
+    # A forked child inherits the pool object but not its threads: submitting to it would wait
+    # for ever. The child builds its own on first use.
+    global _pool, _pool_lock  # noqa: PLW0603  # resetting the module's lazily created pool
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _executor() -> ThreadPoolExecutor:
     global _pool  # noqa: PLW0603  # one lazily created pool per process, shared by all calls
     if _pool is None:

@@ -22,6 +22,7 @@ WIDE = 16
 _BRUTE_PAIRS = 1 << 16  # below this many pairs, exact brute force is the fastest thing
 _BLOCK_BYTES = 48 << 20  # working set of one pass of the matrix product or the brute force
 _F32_EPS = float(np.finfo(np.float32).eps) / 2  # unit roundoff
+_MAX_CANDIDATES = 1 << 21  # candidate pairs one block of the matrix path may re-check exactly
 _KD_SLACK = 1e-9  # relative; float64 KD-tree distances differ from the reference by ~D * 1e-16
 
 
@@ -43,6 +44,10 @@ def _pick(rows: np.ndarray, cols: np.ndarray, squared: np.ndarray, count: int) -
     rows, cols, squared = rows[order], cols[order], squared[order]
     first = np.ones(rows.shape[0], dtype=bool)
     first[1:] = rows[1:] != rows[:-1]
+    if np.count_nonzero(first) != count:
+        # Every row nominates at least its own approximate minimum; a row without a candidate is a
+        # broken margin, and garbage indices must never leave the floor backend.
+        raise ArithmeticError("nearest_neighbours: a row had no candidate (non-finite margin)")
     index = np.empty(count, dtype=np.int64)
     best = np.empty(count, dtype=np.float64)
     index[rows[first]] = cols[first]
@@ -120,9 +125,17 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
     s64 = source.astype(np.float64)
     t64 = target.astype(np.float64)
     # Centring shrinks |s| and |t|, and with them the rounding margin and the candidate count.
+    # Scaling by a power of two (exact) brings the largest coordinate near 1, so the float32
+    # expansion neither overflows (coordinates near 1e19 square past float32's range) nor
+    # underflows (near 1e-22 every square is zero); distances only scale, so the order is kept.
     centre = t64.mean(axis=0)
     s_centred = s64 - centre
     t_centred = t64 - centre
+    largest = max(float(np.abs(s_centred).max()), float(np.abs(t_centred).max()))
+    if largest > 0:
+        scale = 2.0 ** -np.floor(np.log2(largest))
+        s_centred *= scale
+        t_centred *= scale
     t_norm2 = exact_squared(t_centred, np.zeros(d))
     # One GEMM gives |t|^2 - 2 s.t directly: [-2 s, 1] . [t, |t|^2].
     left = np.empty((n, d + 1), dtype=np.float32)
@@ -134,8 +147,10 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
     s_length = np.sqrt(exact_squared(s_centred, np.zeros(d)))
     t_longest = float(np.sqrt(t_norm2.max()))
     # A proven bound on |float32 expansion - exact| for any pair of this row (rounding of the
-    # centred coordinates, of |t|^2, of the dot product and of the sum), generously rounded up.
-    margin = 2.0 * (2 * d + 16) * _F32_EPS * np.square(s_length + t_longest)
+    # centred coordinates, of |t|^2, of the dot product and of the sum, and what underflows),
+    # generously rounded up.
+    margin = (2.0 * (2 * d + 16) * _F32_EPS * np.square(s_length + t_longest)
+              + 4 * (d + 2) * float(np.finfo(np.float32).smallest_normal))
     rows = max(1, min(chunk, _BLOCK_BYTES // (5 * m)))
     index = np.empty(n, dtype=np.int64)
     best = np.empty(n, dtype=np.float64)
@@ -143,7 +158,13 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
         stop = min(n, start + rows)
         approx = left[start:stop] @ right
         threshold = approx.min(axis=1) + margin[start:stop]
-        local, cols = np.nonzero(approx <= threshold[:, None])
+        candidates = approx <= threshold[:, None]
+        if np.count_nonzero(candidates) > _MAX_CANDIDATES:
+            # Points float32 cannot tell apart (a tight cluster beside a far outlier): the
+            # re-check would hold every pair, so answer this block by exact brute force instead.
+            index[start:stop], best[start:stop] = _brute(source[start:stop], target, chunk)
+            continue
+        local, cols = np.nonzero(candidates)
         cols = cols.astype(np.int64)
         exact = exact_squared(s64[start + local], t64[cols])
         index[start:stop], best[start:stop] = _pick(local, cols, exact, stop - start)

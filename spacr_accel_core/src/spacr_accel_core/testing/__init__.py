@@ -34,6 +34,7 @@ from .. import last_dispatch, ops
 
 __all__ = [
     "BackendConformance",
+    "assert_same_field",
     "reference_matmul",
     "reference_maximum_filter",
     "reference_nearest",
@@ -43,7 +44,8 @@ __all__ = [
 def reference_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     """The contract's windowed maximum, plainly: edge padding and a max over every window.
 
-    ``ndarray.max`` propagates NaN, which is exactly the NaN rule.
+    ``ndarray.max`` propagates NaN, which is exactly the NaN rule; adding ``+0.0`` gives the
+    contract's sign of zero (a maximum of zero is ``+0.0``).
 
     :param field: a 2-D array.
     :param size: the window edge (even raised to odd; ``<= 1`` is a copy).
@@ -56,7 +58,24 @@ def reference_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     radius = size // 2
     padded = np.pad(data, radius, mode="edge")
     windows = np.lib.stride_tricks.sliding_window_view(padded, (size, size))
-    return np.asarray(windows.max(axis=(-2, -1)), dtype=np.float32)
+    return np.asarray(windows.max(axis=(-2, -1)), dtype=np.float32) + np.float32(0.0)
+
+
+def assert_same_field(got: np.ndarray, expected: np.ndarray) -> None:
+    """Bit-identical float32 fields: the same NaN positions and the same bits everywhere else.
+
+    ``np.array_equal`` would call ``-0.0`` and ``+0.0`` equal, which is exactly what a
+    bit-identity check must not do; NaN payloads are free to differ.
+
+    :param got: what the backend returned.
+    :param expected: the reference.
+    """
+    assert got.dtype == np.float32 and expected.dtype == np.float32, (got.dtype, expected.dtype)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan), "NaN positions differ"
+    differ = (got.view(np.uint32) != expected.view(np.uint32)) & ~nan
+    assert not differ.any(), f"{int(differ.sum())} pixels differ, first at {np.argwhere(differ)[0].tolist()}"
 
 
 def reference_nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -214,9 +233,7 @@ class BackendConformance:
         self._require()
         before = field.copy()
         got = ops.maximum_filter(field, size, backend=self.backend)
-        expected = reference_maximum_filter(field, size)
-        assert got.dtype == np.float32 and got.shape == field.shape
-        assert np.array_equal(got, expected, equal_nan=True)
+        assert_same_field(got, reference_maximum_filter(field, size))
         assert np.array_equal(field, before, equal_nan=True), "the input was modified"
 
     @_SETTINGS
@@ -227,7 +244,7 @@ class BackendConformance:
         data[data.shape[0] // 2, data.shape[1] // 3] = np.nan
         got = ops.maximum_filter(data, size, backend=self.backend)
         self._served()
-        assert np.array_equal(np.isnan(got), np.isnan(reference_maximum_filter(data, size)))
+        assert_same_field(got, reference_maximum_filter(data, size))
 
     def test_maximum_filter_large_windows_and_fields(self) -> None:
         self._require()
@@ -236,7 +253,20 @@ class BackendConformance:
             field = rng.standard_normal(shape).astype(np.float32)
             got = ops.maximum_filter(field, size, backend=self.backend)
             self._served()
-            assert np.array_equal(got, reference_maximum_filter(field, size))
+            assert_same_field(got, reference_maximum_filter(field, size))
+
+    def test_maximum_filter_sign_of_zero(self) -> None:
+        """Windows whose maximum is zero, met as -0.0 and +0.0 in every order: always +0.0."""
+        self._require()
+        rng = np.random.default_rng(9)
+        field = -np.abs(rng.standard_normal((40, 50))).astype(np.float32)
+        field[rng.random(field.shape) < 0.3] = -0.0
+        field[rng.random(field.shape) < 0.2] = 0.0
+        for size in (3, 5, 9):
+            got = ops.maximum_filter(field, size, backend=self.backend)
+            self._served()
+            assert_same_field(got, reference_maximum_filter(field, size))
+            assert not np.signbit(got[got == 0]).any()
 
     # ---- matmul ------------------------------------------------------------------------------
 
