@@ -121,5 +121,5 @@ def test_a_forked_child_filters_and_dispatches():
         sys.exit(os.waitstatus_to_exitcode(status))
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], check=False, timeout=120)
     assert done.returncode == 0
