@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-_STRIPE_BYTES = 1 << 19  # a stripe plus its halo stays well inside a core's L2 cache
+_STRIPE_BYTES = 3 << 19  # measured best of 0.5-2 MiB on 4096-wide fields: less halo, still cache-sized
 _MIN_THREADED_PIXELS = 1 << 18  # below this, a thread hand-off costs more than it saves
 
 _WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
