@@ -151,7 +151,7 @@ def main() -> int:
     field = rng.random((4096, 4096), dtype=np.float32)
     ops.maximum_filter(field[:64, :64], 15, backend="numpy")
     ours_mf, scipy_mf = side_by_side(lambda: ops.maximum_filter(field, 15, backend="numpy"),
-                                     lambda: ndimage.maximum_filter(field, 15, mode="nearest"))
+                                     lambda: ndimage.maximum_filter(field, 15, mode="nearest"), repeat=5)
     report("maximum_filter 4096^2 size 15: scipy / ours (x)", scipy_mf / ours_mf, ">= 10", scipy_mf / ours_mf >= 10)
     same = np.array_equal(ops.maximum_filter(field, 15, backend="numpy"),
                           ndimage.maximum_filter(field, 15, mode="nearest"))
