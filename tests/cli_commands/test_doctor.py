@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,42 @@ def plug() -> Iterator[Callable[[object, str], None]]:
     finally:
         for name in names:
             spacr_accel_core.unregister(name)
+        spacr_accel_core.refresh()
+
+
+class SlowToDescribe:
+    """A plugin whose self-description hangs until released: discovery hangs with it."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    @hookimpl
+    def spacr_accel_backend_info(self) -> BackendInfo:
+        self.release.wait()
+        return BackendInfo(name="slow", priority=1.0, accelerated=False)
+
+
+@pytest.fixture
+def hung_discovery(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Discovery hangs on an in-process plugin for the test; released, and finished, afterwards."""
+    monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.3")
+    release = threading.Event()
+    # Not a time limit on the doctor: an unbounded doctor would wait for this release and then
+    # report no time-out at all, which is what the test's assertions catch.
+    watchdog = threading.Timer(30, release.set)
+    watchdog.start()
+    spacr_accel_core.register(SlowToDescribe(release), "slow")
+    spacr_accel_core.refresh()
+    try:
+        yield
+    finally:
+        release.set()
+        watchdog.cancel()
+        watchdog.join()
+        stuck = accelerator._STUCK.done
+        if stuck is not None:
+            stuck.wait(120)  # the abandoned discovery finishes: no thread outlives the test
+        spacr_accel_core.unregister("slow")
         spacr_accel_core.refresh()
 
 
@@ -257,3 +294,31 @@ def test_a_report_the_text_cannot_show_falls_back_to_json(
     first, rest = capsys.readouterr().out.split("\n", 1)
     assert first.startswith("(the text report failed: KeyError")
     assert set(json.loads(rest)) == TOP_KEYS
+
+
+@pytest.mark.usefixtures("hung_discovery")
+def test_a_plugin_that_hangs_discovery_is_reported_not_waited_for(capsys: pytest.CaptureFixture[str]) -> None:
+    report = doctor_json(capsys)  # exits 0
+    note = "plugin discovery did not finish within 0.3 s and was abandoned"
+    assert report["plugins"]["rows"] == []
+    assert report["plugins"]["error"].startswith(f"TimeoutError: {note}")
+    assert "SPACR_ACCEL_PROBE_TIMEOUT" in report["plugins"]["error"]
+    assert note in report["backends"]["error"]
+    assert report["device"]["error"] is None
+    assert report["device"]["kind"] == "cpu" and note in report["device"]["note"]
+    unmixing = {r["task"]: r for r in report["capabilities"]["rows"]}["Spectral unmixing (matmul)"]
+    assert unmixing["detail"].startswith(f"unknown: {note}")
+
+    assert _cli.main(["doctor"]) == 0
+    text = capsys.readouterr().out
+    plugins = text.split("\nPlugins (best first)\n", 1)[1].split("\n\n", 1)[0]
+    assert f"ERROR: TimeoutError: {note}" in plugins
+
+
+def test_the_bounded_sections_see_the_callers_use_context(capsys: pytest.CaptureFixture[str]) -> None:
+    with spacr_accel_core.use("numpy"):
+        report = doctor_json(capsys)
+    assert report["overrides"]["restriction"] == ["numpy"]
+    assert report["backends"]["gpu"] == ["numpy"]
+    unmixing = {r["task"]: r for r in report["capabilities"]["rows"]}["Spectral unmixing (matmul)"]
+    assert unmixing["detail"].startswith("numpy backend")

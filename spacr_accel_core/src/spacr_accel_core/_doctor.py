@@ -5,9 +5,19 @@ half-installed driver, a third-party plugin that throws, a placeholder module. A
 would hide the very thing it was run to find, so every section is gathered on its own, and a
 section that breaks carries the error text in its ``error`` key while the others still report.
 
-WHY METADATA ONLY. It runs no operation and allocates nothing on a device: it asks the registry
-and the accelerator what they already know (the accelerator's probes are cached for the process),
-so it finishes in the time of one ``import torch`` and cannot itself wedge a busy card.
+WHAT IT TOUCHES. It runs no operation, but it is not metadata only: the device section calls
+:func:`~spacr_accel_core.accelerator.resolve`, the same selecting probe spaCR itself runs, which
+imports the vendor library, selects the device and measures float64 and bfloat16 support with a
+two-element tensor on it (creating the driver context). That is deliberate: the doctor reports
+what spaCR will REALLY compute on, and a metadata-only inspection can say "float64 yes" where the
+measurement says no. Everything later reuses that one answer (``capabilities(found)``), so the
+cost is one ``import torch`` and one probe.
+
+WHY IT NEVER HANGS. Discovering the plugins imports every one of them and asks each to describe
+itself; a plugin whose import or ``spacr_accel_backend_info`` hangs would hang every section that
+asks the registry. So the registry sections run under the accelerator's probe bound
+(``SPACR_ACCEL_PROBE_TIMEOUT``) and report a time-out in their ``error`` instead; once discovery
+has been abandoned, later queries answer at once rather than each waiting the bound again.
 
 The JSON keys are part of the command-line contract (documented in ``docs/cli.md``); a change
 that renames or removes one bumps :data:`SCHEMA_VERSION`.
@@ -64,6 +74,27 @@ def _section(defaults: Report, gather: Callable[[], Report]) -> Report:
     return section
 
 
+def _bounded_section(defaults: Report, gather: Callable[[], Report]) -> Report:
+    """:func:`_section` for a gatherer that asks the registry, under the accelerator's probe bound.
+
+    :param defaults: as for :func:`_section`.
+    :param gather: returns the section's values; may raise anything, or never return.
+    :returns: as for :func:`_section`; a time-out is a ``TimeoutError`` naming the bound.
+    """
+    from . import accelerator
+
+    def bounded() -> Report:
+        outcome = accelerator._discovering(gather, accelerator._probe_timeout(), "doctor")
+        if outcome.timed_out:
+            raise TimeoutError(accelerator._discovery_note(outcome))
+        if outcome.error is not None:
+            raise outcome.error
+        values: Report = outcome.value
+        return values
+
+    return _section(defaults, bounded)
+
+
 def _about() -> Report:
     """Versions of what answered: the core, its plugin API, the interpreter and the platform."""
     import importlib.metadata
@@ -93,7 +124,7 @@ def _overrides() -> Report:
         order = REGISTRY.restriction()
         return {"restriction": list(order) if order is not None else None}
 
-    values.update(_section({"restriction": None}, restriction))
+    values.update(_bounded_section({"restriction": None}, restriction))
     return values
 
 
@@ -159,14 +190,14 @@ def collect() -> Report:
         _about,
     )
     report["overrides"] = _overrides()
-    report["plugins"] = _section({"rows": []}, _plugins)
+    report["plugins"] = _bounded_section({"rows": []}, _plugins)
     rows: Sequence[Report] = report["plugins"]["rows"]
     report["faulty"] = [
         {"name": r["name"], "status": r["status"], "reason": r["reason"], "faults": r["faults"]}
         for r in rows if r["status"] == "faulty" or r["faults"]
     ]
     report["blocked"] = [{"name": r["name"], "reason": r["reason"]} for r in rows if r["status"] == "blocked"]
-    report["backends"] = _section({"gpu": [], "cpu": []}, _backends)
+    report["backends"] = _bounded_section({"gpu": [], "cpu": []}, _backends)
 
     found: list[Any] = []
 

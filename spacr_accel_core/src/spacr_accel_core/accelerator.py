@@ -36,6 +36,7 @@ passes the module to ask, so the two run the same probes in the same order and c
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import inspect
@@ -209,6 +210,11 @@ class _Outcome:
     value: Any = None
     error: BaseException | None = None
     timed_out: bool = False
+    pending: threading.Event | None = None
+    """On a time-out: set once the abandoned work has finished, so an answer that timed out can be
+    asked again then (a slow machine is not a hung one) instead of being kept for the process."""
+    bound: float | None = None
+    """On a time-out: the seconds waited, for the note."""
 
 
 def _probe_timeout() -> float | None:
@@ -238,13 +244,17 @@ def _bounded(work: Callable[[], Any], timeout: float | None, what: str) -> _Outc
     A thread cannot be killed, so a probe that hangs is ABANDONED, not stopped: it stays blocked in
     the background (a daemon, so it never holds the interpreter open at exit) and whatever it
     returns later is ignored. That is the only portable way to bound a call into a driver.
+
+    ``work`` runs in a copy of the caller's context, so what is context-local (the backend order
+    of :func:`spacr_accel_core.use`) is what the caller sees, not a new thread's empty context.
     """
     outcome = _Outcome()
     done = threading.Event()
+    context = contextvars.copy_context()
 
     def run() -> None:
         try:
-            outcome.value = work()
+            outcome.value = context.run(work)
         except BaseException as exc:  # recorded for the caller; SystemExit from an import included
             outcome.error = exc
         finally:
@@ -255,8 +265,47 @@ def _bounded(work: Callable[[], Any], timeout: float | None, what: str) -> _Outc
     except RuntimeError:  # no thread to be had (interpreter shutting down): run it here, unbounded
         run()
     if not done.wait(timeout):
-        return _Outcome(timed_out=True)
+        return _Outcome(timed_out=True, pending=done, bound=timeout)
     return outcome
+
+
+class _Stuck:
+    """Registry work abandoned past its bound and not yet finished, if any.
+
+    Discovery builds the registry under the registry's lock, so while an abandoned discovery is
+    still running every other registry query would queue behind it and wait out a bound of its
+    own. Remembering it lets those answer at once ("did not finish") until it is done.
+    """
+
+    __slots__ = ("bound", "done")
+
+    def __init__(self) -> None:
+        self.done: threading.Event | None = None
+        self.bound: float | None = None
+
+
+_STUCK = _Stuck()
+
+
+def _discovering(work: Callable[[], Any], timeout: float | None, what: str) -> _Outcome:
+    """Run a registry query (which may have to discover the plugins first) under ``timeout``.
+
+    While a discovery abandoned earlier is still running, answers a time-out at once instead of
+    waiting again: a process whose plugin import hangs pays the bound once, not once per query.
+    """
+    done, bound = _STUCK.done, _STUCK.bound
+    if done is not None and not done.is_set():
+        return _Outcome(timed_out=True, pending=done, bound=bound)
+    outcome = _bounded(work, timeout, what)
+    if outcome.timed_out:
+        _STUCK.done, _STUCK.bound = outcome.pending, outcome.bound
+    return outcome
+
+
+def _discovery_note(outcome: _Outcome) -> str:
+    """What a registry query that timed out says: discovery is what hangs behind it."""
+    return (f"plugin discovery did not finish within {outcome.bound:g} s and was abandoned "
+            f"(raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
 
 
 def call_bounded(work: Callable[[], _T], what: str) -> _T:
@@ -310,20 +359,56 @@ def _call_hook(function: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
     return function(**kwargs) if names is None else function(**{n: kwargs[n] for n in names})
 
 
-def _hookimpls(hook: str, timeout: float | None) -> tuple[tuple[str, Callable[..., Any]], ...] | str:
-    """The plugins implementing ``hook`` best first, or a note saying why they could not be had.
+@dataclass(frozen=True)
+class _NoPlugins:
+    """Why the plugins implementing a hook could not be had."""
+
+    note: str
+    pending: tuple[threading.Event, ...] = ()
+    """Set once the abandoned discovery has finished (empty when nothing was abandoned)."""
+
+
+def _hookimpls(hook: str, timeout: float | None) -> tuple[tuple[str, Callable[..., Any]], ...] | _NoPlugins:
+    """The plugins implementing ``hook`` best first, or why they could not be had.
 
     Discovery imports every plugin, so it is bounded like a probe: a plugin whose import hangs
     must not hang the accelerator.
     """
-    outcome = _bounded(lambda: REGISTRY.hookimpls(hook), timeout, "plugin discovery")
+    outcome = _discovering(lambda: REGISTRY.hookimpls(hook), timeout, "plugin discovery")
     if outcome.timed_out:
-        return (f"plugin discovery did not finish within {timeout:g} s and was abandoned "
-                f"(raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
+        return _NoPlugins(_discovery_note(outcome), _pending(outcome))
     if outcome.error is not None:
-        return f"plugin discovery failed: {_describe(outcome.error)}"
+        return _NoPlugins(f"plugin discovery failed: {_describe(outcome.error)}")
     found: tuple[tuple[str, Callable[..., Any]], ...] = outcome.value
     return found
+
+
+def _pending(outcome: _Outcome) -> tuple[threading.Event, ...]:
+    return (outcome.pending,) if outcome.pending is not None else ()
+
+
+def _stale(pending: tuple[threading.Event, ...]) -> bool:
+    """Whether an answer cached because work timed out can be asked again: all of it has finished.
+
+    Work that never finishes (a hung driver) keeps its answer for the process, so a real hang
+    costs the bound once; work that was merely slow gets asked again once it is done.
+    """
+    return bool(pending) and all(done.is_set() for done in pending)
+
+
+_WARNED: set[tuple[str, str, str]] = set()
+
+
+def _warn_once(hook: str, plugin: str, problem: str, message: str, *args: object) -> None:
+    """A WARNING the first time a plugin misbehaves in a given way, DEBUG afterwards.
+
+    ``capabilities()`` and ``empty_cache()`` are not cached, so a broken plugin would otherwise
+    repeat its warning on every call. :func:`spacr_accel_core.refresh` forgets what was said.
+    """
+    key = (hook, plugin, problem)
+    level = logging.DEBUG if key in _WARNED else logging.WARNING
+    _WARNED.add(key)
+    logger.log(level, message, *args)
 
 
 # ---- resolution ----------------------------------------------------------------------------
@@ -333,11 +418,15 @@ class _Cache:
     """The process's answers. Resolved once: probing costs a CUDA context on some drivers, and the
     answer cannot change inside a process (until :func:`spacr_accel_core.refresh`)."""
 
-    __slots__ = ("accelerator", "engines", "flow_patch_applied")
+    __slots__ = ("accelerator", "engines", "engines_pending", "flow_patch_applied", "pending")
 
     def __init__(self) -> None:
         self.accelerator: Accelerator | None = None
+        # Work abandoned while producing the cached answer: once it has all finished, the answer
+        # is asked again (see _stale). Written before the answer it belongs to, read after it.
+        self.pending: tuple[threading.Event, ...] = ()
         self.engines: tuple[str, ...] | None = None
+        self.engines_pending: tuple[threading.Event, ...] = ()
         self.flow_patch_applied = False  # set once _keep_cellpose_flows_off_metal has run
 
 
@@ -358,27 +447,31 @@ def _off_device(answer: Accelerator) -> Accelerator:
     return replace(answer, device="cpu", float64=True, autocast=True, fallback=False, bfloat16=True)
 
 
-def _walk(torch: Any, device_names: bool, include_cuda: bool) -> Accelerator:
+_Walked = tuple[Accelerator, tuple[threading.Event, ...]]
+"""An answer, and the work abandoned on the way to it (see :func:`_stale`)."""
+
+
+def _walk(torch: Any, device_names: bool, include_cuda: bool) -> _Walked:
     """Ask every prober, best first; never raises."""
     try:
         forced = os.environ.get(ENV_DEVICE, "").strip()
         if forced.lower() in CPU_WORDS:
-            return _cpu(f"forced by {ENV_DEVICE}={forced}")
+            return _cpu(f"forced by {ENV_DEVICE}={forced}"), ()
         timeout = _probe_timeout()
         probers = _hookimpls("spacr_accel_probe", timeout)
-        if isinstance(probers, str):
-            return _cpu(probers)
+        if isinstance(probers, _NoPlugins):
+            return _cpu(probers.note), probers.pending
         if not probers:
-            return _cpu("no device prober is installed (`pip install spacr-accel[torch]` adds one)")
+            return _cpu("no device prober is installed (`pip install spacr-accel[torch]` adds one)"), ()
         kwargs = {"torch": torch, "device_names": device_names, "include_cuda": include_cuda}
         return _ask(probers, kwargs, timeout)
     except Exception as exc:  # the promise is "never raises", so the walk itself is guarded too
         logger.warning("accelerator resolution failed: %s", _describe(exc), exc_info=True)
-        return _cpu(f"accelerator resolution failed: {_describe(exc)}")
+        return _cpu(f"accelerator resolution failed: {_describe(exc)}"), ()
 
 
 def _ask(probers: tuple[tuple[str, Callable[..., Any]], ...], kwargs: Mapping[str, Any],
-         timeout: float | None) -> Accelerator:
+         timeout: float | None) -> _Walked:
     """The first usable answer; else the first detected one; else the CPU with every reason."""
     notes: list[str] = []
     unusable: Accelerator | None = None
@@ -387,19 +480,19 @@ def _ask(probers: tuple[tuple[str, Callable[..., Any]], ...], kwargs: Mapping[st
         if outcome.timed_out:
             logger.warning("the %r device probe did not answer within %s s; abandoned it", name, timeout)
             return _cpu(f"the {name!r} device probe did not answer within {timeout:g} s and was "
-                        f"abandoned (raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
+                        f"abandoned (raise {ENV_PROBE_TIMEOUT} if this machine is just slow)"), _pending(outcome)
         answer, problem = _judge(name, outcome)
         if problem:
             notes.append(f"{name}: {problem}")
         if answer is None:
             continue
         if answer.usable:
-            return answer
+            return answer, ()
         if answer.detected and unusable is None:
             unusable = _off_device(answer)
     if unusable is not None:
-        return unusable
-    return _cpu("no accelerator found" + (f" ({'; '.join(notes)})" if notes else ""))
+        return unusable, ()
+    return _cpu("no accelerator found" + (f" ({'; '.join(notes)})" if notes else "")), ()
 
 
 def _judge(name: str, outcome: _Outcome) -> tuple[Accelerator | None, str]:
@@ -431,12 +524,17 @@ def resolve(refresh: bool = False) -> Accelerator:
     The first call walks the probers (each bounded by :data:`ENV_PROBE_TIMEOUT`); every later call
     is one global read. Thread-safe: concurrent first calls probe once and share the answer.
 
+    An answer given because discovery or a probe timed out is cached too, but only until the
+    abandoned work finishes: the first call after that walks again, so a slow laptop whose cold
+    ``import torch`` overran the bound once is not left on the CPU for the whole process, while a
+    probe that really hangs (and so never finishes) costs the bound once.
+
     :param refresh: probe again instead of answering from the cache. For tests, which fake the
         probes.
     :returns: the accelerator; the CPU, with a note, whenever nothing better is usable.
     """
     found = _CACHE.accelerator
-    if found is not None and not refresh:
+    if found is not None and not refresh and not (_CACHE.pending and _stale(_CACHE.pending)):
         return found
     return _resolve_locked(refresh)
 
@@ -444,9 +542,10 @@ def resolve(refresh: bool = False) -> Accelerator:
 def _resolve_locked(refresh: bool) -> Accelerator:
     with _LOCK:
         found = _CACHE.accelerator
-        if found is None or refresh:
-            found = _walk(None, device_names=True, include_cuda=True)
+        if found is None or refresh or _stale(_CACHE.pending):
+            found, pending = _walk(None, device_names=True, include_cuda=True)
             logger.debug("accelerator resolved to %s (%s)", found.device, found.label)
+            _CACHE.pending = pending
             _CACHE.accelerator = found
         return found
 
@@ -455,7 +554,12 @@ def _forget() -> None:
     """Drop the cached accelerator and neural engines (:func:`spacr_accel_core.refresh`)."""
     with _LOCK:
         _CACHE.accelerator = None
+        _CACHE.pending = ()
         _CACHE.engines = None
+        _CACHE.engines_pending = ()
+        _WARNED.clear()
+        if _STUCK.done is not None and _STUCK.done.is_set():
+            _STUCK.done = None
 
 
 def inspect_torch(torch: Any, *, device_names: bool = True, include_cuda: bool = True) -> Accelerator:
@@ -476,7 +580,7 @@ def inspect_torch(torch: Any, *, device_names: bool = True, include_cuda: bool =
     """
     if torch is None:
         return _cpu("no torch module was given to inspect")
-    return _walk(torch, bool(device_names), bool(include_cuda))
+    return _walk(torch, bool(device_names), bool(include_cuda))[0]
 
 
 # ---- what the machine can do ---------------------------------------------------------------
@@ -489,37 +593,68 @@ def neural_engines() -> tuple[str, ...]:
     their Neural Engine is idle. There is no portable torch device for any of these (the ANE is
     reachable only through CoreML, Intel's AI Boost only through OpenVINO), so naming one as a
     compute device would be a promise nothing behind it can keep. Gathered from every plugin's
-    ``spacr_accel_neural_engines`` hook; cached like :func:`resolve`. Never raises.
+    ``spacr_accel_neural_engines`` hook (a string, or an iterable of strings; other entries are
+    dropped with a warning, and a plugin that fails while answering or being read contributes
+    nothing); cached like :func:`resolve`, time-outs included. Never raises.
     """
     engines = _CACHE.engines
-    if engines is None:
-        engines = _gather_engines()
+    if engines is None or _stale(_CACHE.engines_pending):
+        try:
+            engines, pending = _gather_engines()
+        except Exception as exc:  # the plugins are guarded one by one; this keeps the promise regardless
+            logger.warning("could not gather the neural engines: %s", _describe(exc))
+            return ()
         with _LOCK:
+            _CACHE.engines_pending = pending
             _CACHE.engines = engines
     return engines
 
 
-def _gather_engines() -> tuple[str, ...]:
+def _engine_names(function: Callable[..., Any]) -> tuple[list[str], list[object]]:
+    """One plugin's whole contribution, read in the bounded thread: names kept, entries refused.
+
+    Raises whatever the plugin, or iterating its answer, raises (a generator may fail half way):
+    the caller then drops the contribution whole rather than keeping half of it.
+    """
+    answer = function()
+    if answer is None:
+        return [], []
+    entries: Iterable[object] = (answer,) if isinstance(answer, str) else answer
+    names: list[str] = []
+    refused: list[object] = []
+    for entry in entries:
+        if not isinstance(entry, str):
+            refused.append(entry)
+        elif entry.strip():
+            names.append(str(entry).strip())  # str(): a numpy str_ is a str, but should not leak out
+    return names, refused
+
+
+def _gather_engines() -> tuple[tuple[str, ...], tuple[threading.Event, ...]]:
     timeout = _probe_timeout()
-    impls = _hookimpls("spacr_accel_neural_engines", timeout)
-    if isinstance(impls, str):
-        return ()
+    hook = "spacr_accel_neural_engines"
+    impls = _hookimpls(hook, timeout)
+    if isinstance(impls, _NoPlugins):
+        return (), impls.pending
     found: dict[str, None] = {}
+    pending: list[threading.Event] = []
     for name, function in impls:
-        outcome = _bounded(function, timeout, f"neural engines {name}")
+        outcome = _bounded(functools.partial(_engine_names, function), timeout, f"neural engines {name}")
         if outcome.timed_out:
-            logger.warning("plugin %r did not list its neural engines within %s s", name, timeout)
+            pending += _pending(outcome)
+            _warn_once(hook, name, "timeout", "plugin %r did not list its neural engines within %s s",
+                       name, timeout)
             continue
         if outcome.error is not None:
-            logger.warning("plugin %r could not list neural engines: %s", name, _describe(outcome.error))
+            _warn_once(hook, name, "error", "plugin %r could not list neural engines: %s",
+                       name, _describe(outcome.error))
             continue
-        answer = outcome.value
-        names: Iterable[object] = (answer,) if isinstance(answer, str) else (answer or ())
-        try:
-            found.update((n.strip(), None) for n in names if isinstance(n, str) and n.strip())
-        except TypeError:  # not iterable: a broken plugin, not a reason to fail
-            logger.warning("plugin %r listed neural engines as %s", name, type(answer).__name__)
-    return tuple(found)
+        names, refused = outcome.value
+        if refused:
+            _warn_once(hook, name, "entry", "plugin %r listed neural engines that are not strings: %r; "
+                       "ignored", name, refused[:3])
+        found.update(dict.fromkeys(names))
+    return tuple(found), tuple(pending)
 
 
 _PRIMITIVES: Final = (
@@ -606,22 +741,48 @@ def _cuml_row(found: Accelerator) -> tuple[str, bool, str]:
     return ("UMAP / t-SNE / clustering (cuML)", False, "CPU: cuML is built for NVIDIA CUDA only")
 
 
+def _capability_rows(function: Callable[..., Any], found: Accelerator
+                     ) -> tuple[list[tuple[str, bool, str]], list[object]]:
+    """One plugin's rows, read in the bounded thread: the ``(str, bool, str)`` triples, and the rest.
+
+    Raises whatever the plugin, or iterating its answer, raises; the caller drops it whole.
+    """
+    answer = _call_hook(function, {"found": found})
+    rows: list[tuple[str, bool, str]] = []
+    refused: list[object] = []
+    for row in answer if answer is not None else ():
+        if (isinstance(row, tuple | list) and len(row) == 3 and isinstance(row[0], str)
+                and isinstance(row[1], bool) and isinstance(row[2], str)):
+            rows.append((str(row[0]), bool(row[1]), str(row[2])))
+        else:
+            refused.append(row)
+    return rows, refused
+
+
 def _plugin_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
-    impls = _hookimpls("spacr_accel_capabilities", _probe_timeout())
-    if isinstance(impls, str):
+    timeout = _probe_timeout()
+    hook = "spacr_accel_capabilities"
+    impls = _hookimpls(hook, timeout)
+    if isinstance(impls, _NoPlugins):
         return []
     rows = []
     for name, function in impls:
-        try:
-            answer = _call_hook(function, {"found": found})
-            for row in answer or ():
-                task, accelerated, detail = row
-                if isinstance(task, str) and isinstance(accelerated, bool) and isinstance(detail, str):
-                    rows.append((task, accelerated, detail))
-                else:
-                    logger.warning("plugin %r gave a malformed capability row %r; ignored", name, row)
-        except Exception as exc:  # a plugin's row is a courtesy; its failure must not cost ours
-            logger.warning("plugin %r failed to report capabilities: %s", name, _describe(exc))
+        # A plugin's row is a courtesy: its failure, or its hang, must not cost ours.
+        outcome = _bounded(functools.partial(_capability_rows, function, found), timeout,
+                           f"capabilities {name}")
+        if outcome.timed_out:
+            _warn_once(hook, name, "timeout", "plugin %r did not report capabilities within %s s",
+                       name, timeout)
+            continue
+        if outcome.error is not None:
+            _warn_once(hook, name, "error", "plugin %r failed to report capabilities: %s",
+                       name, _describe(outcome.error))
+            continue
+        good, refused = outcome.value
+        for row in refused:
+            _warn_once(hook, name, f"row {row!r:.200}", "plugin %r gave a capability row that is not a "
+                       "(str, bool, str) triple: %r; ignored", name, row)
+        rows += good
     return rows
 
 
@@ -640,16 +801,20 @@ def capabilities(found: Accelerator | None = None) -> tuple[tuple[str, bool, str
     256x256 image on the machine the seed was written on, and 3.2 s on its Radeon. Never raises.
 
     :param found: optional existing accelerator snapshot. Providing it avoids another resolution
-        and any dtype-probe allocations, as required by the doctor's metadata-only check.
+        (and its dtype-probe allocations) when the caller already holds the answer, as the
+        doctor does.
     :returns: task, accelerated flag and explanation for each capability.
     """
     if not isinstance(found, Accelerator):
         found = resolve()
     rows = _model_rows(found)
-    try:
-        rows += _primitive_rows()
-    except Exception as exc:  # the registry is guarded itself; this keeps the promise regardless
-        logger.warning("could not rank the backends for the capabilities: %s", _describe(exc))
+    ranked = _discovering(_primitive_rows, _probe_timeout(), "backend ranking")
+    if ranked.timed_out:  # the registry queues behind a discovery that has not finished
+        rows += [(task, False, f"unknown: {_discovery_note(ranked)}") for _, task in _PRIMITIVES]
+    elif ranked.error is not None:  # the registry is guarded itself; this keeps the promise regardless
+        logger.warning("could not rank the backends for the capabilities: %s", _describe(ranked.error))
+    else:
+        rows += ranked.value
     rows.append(_cuml_row(found))
     try:
         rows += _plugin_rows(found)
@@ -847,6 +1012,10 @@ def _keep_cellpose_flows_off_metal() -> None:
 def empty_cache(torch_module: Any = None) -> str:
     """Hand the driver back whatever this backend caches. Never raises.
 
+    Freeing memory must not cost an ``import torch``: without ``torch_module``, when the
+    accelerator was never resolved and nothing imported torch, nothing can have been cached, so
+    this answers ``""`` at once, importing nothing and probing nothing.
+
     :param torch_module: ask about THIS torch instead of the cached answer for the machine. A
         resource-cleanup caller holding its own handle deliberately does not import torch just to
         free memory, and a cached global would send the call to the wrong backend when that handle
@@ -855,17 +1024,23 @@ def empty_cache(torch_module: Any = None) -> str:
         up), or ``""`` when there was nothing to release.
     """
     try:
-        found = resolve() if torch_module is None else inspect_torch(torch_module, device_names=False)
+        if torch_module is None:
+            if _CACHE.accelerator is None and "torch" not in sys.modules:
+                return ""  # never resolved, torch never imported: no device memory to hand back
+            found = resolve()
+        else:
+            found = inspect_torch(torch_module, device_names=False)
         if not found.is_gpu:
             return ""
-        impls = _hookimpls("spacr_accel_empty_cache", _probe_timeout())
-        if isinstance(impls, str):
+        hook = "spacr_accel_empty_cache"
+        impls = _hookimpls(hook, _probe_timeout())
+        if isinstance(impls, _NoPlugins):
             return ""
         for name, function in impls:
             try:
                 made = _call_hook(function, {"torch": torch_module, "found": found})
             except Exception as exc:  # one plugin failing to free memory is no reason to raise
-                logger.debug("plugin %r failed to empty its cache: %s", name, _describe(exc))
+                _warn_once(hook, name, "error", "plugin %r failed to empty its cache: %s", name, _describe(exc))
                 continue
             if isinstance(made, str) and made:
                 return made
@@ -873,3 +1048,21 @@ def empty_cache(torch_module: Any = None) -> str:
     except Exception as exc:  # the promise is "never raises"
         logger.debug("empty_cache failed: %s", _describe(exc))
         return ""
+
+
+def _after_fork_in_child() -> None:
+    """Give a forked child fresh locks.
+
+    A lock held by another thread at the moment of ``fork()`` stays held forever in the child,
+    where that thread does not exist; spaCR forks workers through multiprocessing on Linux, so a
+    worker's first ``resolve()`` would deadlock. The child's cache is a copy of the parent's and
+    stays valid: a walk the parent had in progress simply never completed in the child, which then
+    walks on its own.
+    """
+    global _LOCK, _FLOW_PATCH_LOCK  # noqa: PLW0603  (the module's locks are replaced, not mutated: that is the fix)
+    _LOCK = threading.Lock()
+    _FLOW_PATCH_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only; Windows has no fork to survive
+    os.register_at_fork(after_in_child=_after_fork_in_child)
