@@ -2,8 +2,9 @@
 
 CuPy installs and imports on this project's machines and every call raises ``CUDARuntimeError``,
 so the unavailable path is checked for real. The algorithms are written against a NumPy-compatible
-kit; run with NumPy and SciPy they are checked against the NumPy backend (exactness, the NaN
-rule, tiling, out-of-memory retries). The same checks on the card are marked GPU-only.
+kit; run with NumPy and SciPy they are checked against the PLAIN references of
+``spacr_accel_core.testing`` (exactness, the NaN rule, tiling, out-of-memory retries), never only
+against another backend. The same checks on the card are marked GPU-only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable, last_dispatch, ops
+from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
 from spacr_accel_cupy import _kit, _ops, _plugin
 
 
@@ -122,12 +124,12 @@ def fields(draw: st.DrawFn) -> np.ndarray:
 
 @settings(max_examples=40, deadline=None)
 @given(field=fields(), size=st.sampled_from([3, 5, 9, 15]), budget=st.sampled_from([None, "65536"]))
-def test_filter_equals_the_numpy_backend(field: np.ndarray, size: int, budget: str | None) -> None:
+def test_filter_equals_the_reference(field: np.ndarray, size: int, budget: str | None) -> None:
     with pytest.MonkeyPatch.context() as patch:
         if budget is not None:
             patch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", budget)  # many small tiles
         got = _ops.maximum_filter(KIT, field, size)
-    assert np.array_equal(got, ops.maximum_filter(field, size, backend="numpy"), equal_nan=True)
+    assert np.array_equal(got, reference_maximum_filter(field, size), equal_nan=True)
 
 
 @st.composite
@@ -150,12 +152,32 @@ def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 
 @settings(max_examples=50, deadline=None)
 @given(points=point_sets(), chunk=st.sampled_from([1, 7, 64, 4096]))
-def test_nearest_equals_the_numpy_backend(points: tuple[np.ndarray, np.ndarray], chunk: int) -> None:
+def test_nearest_equals_the_reference(points: tuple[np.ndarray, np.ndarray], chunk: int) -> None:
     source, target = points
     index, distance = _ops.nearest(KIT, source, target, chunk)
-    expected = ops.nearest_neighbours(source, target, backend="numpy")
+    expected = reference_nearest(source, target)
     assert index.dtype == np.int64 and distance.dtype == np.float32
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+
+def extreme_points(scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """16 wide, 300 x 250 pairs (more than 65,536), with duplicate targets (ties)."""
+    rng = np.random.default_rng(int(np.log10(scale)) + 100)
+    source = (rng.uniform(-1, 1, (300, 16)) * scale).astype(np.float32)
+    target = (rng.uniform(-1, 1, (250, 16)) * scale).astype(np.float32)
+    target[[40, 90, 200]] = source[5]  # the lowest index must win
+    return source, target
+
+
+@pytest.mark.parametrize("scale", [1e19, 3e37, 1e-22, 3e-23])
+def test_huge_and_tiny_wide_coordinates_are_exact(scale: float) -> None:
+    """Coordinates whose float32 squares overflow (1e19 in 16-D, 3e37) or underflow (1e-22, 3e-23)."""
+    source, target = extreme_points(scale)
+    expected = reference_nearest(source, target)
+    assert expected[0][5] == 40
+    for chunk in (7, 4096):
+        index, distance = _ops.nearest(KIT, source, target, chunk)
+        assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
 
 @settings(max_examples=30, deadline=None)
@@ -185,7 +207,7 @@ def test_filter_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.Mo
     monkeypatch.setattr(_ops, "_filter_tile", flaky)
     field = np.random.default_rng(1).standard_normal((400, 50)).astype(np.float32)
     got = _ops.maximum_filter(KIT, field, 9)
-    assert np.array_equal(got, ops.maximum_filter(field, 9, backend="numpy"))
+    assert np.array_equal(got, reference_maximum_filter(field, 9))
     assert sizes[0] == 400 and min(sizes) <= 60
 
 
@@ -234,11 +256,20 @@ def test_on_the_card_in_small_tiles_everything_stays_exact(monkeypatch: pytest.M
     field = rng.standard_normal((300, 257)).astype(np.float32)
     field[100, 100] = np.nan
     assert np.array_equal(ops.maximum_filter(field, 15, backend="cupy"),
-                          ops.maximum_filter(field, 15, backend="numpy"), equal_nan=True)
+                          reference_maximum_filter(field, 15), equal_nan=True)
     source = np.round(rng.uniform(0, 30, (2000, 2))).astype(np.float32)
     target = np.round(rng.uniform(0, 30, (1500, 2))).astype(np.float32)
     got = ops.nearest_neighbours(source, target, backend="cupy", chunk=97)
-    expected = ops.nearest_neighbours(source, target, backend="numpy")
+    expected = reference_nearest(source, target)
+    assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+
+
+@gpu_only
+@pytest.mark.parametrize("scale", [1e19, 3e37, 1e-22, 3e-23])
+def test_on_the_card_huge_and_tiny_wide_coordinates_are_exact(scale: float) -> None:
+    source, target = extreme_points(scale)
+    got = ops.nearest_neighbours(source, target, backend="cupy", chunk=97)
+    expected = reference_nearest(source, target)
     assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
 

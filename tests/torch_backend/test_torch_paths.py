@@ -1,4 +1,5 @@
-"""The torch backend's own paths, each driven directly and compared with the NumPy backend.
+"""The torch backend's own paths, each driven directly and compared with the PLAIN references of
+``spacr_accel_core.testing`` (never only with another backend).
 
 The conformance suite only sees what a forced call reaches on this machine (the CPU algorithms,
 small inputs). Here the GPU algorithms run on the CPU device (the max-pool tiles, a device without
@@ -32,7 +33,8 @@ from spacr_accel_core import (
     use,
 )
 from spacr_accel_core.accelerator import Accelerator
-from spacr_accel_torch import _nearest, _ops, _plugin, _runtime
+from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
+from spacr_accel_torch import _nearest, _ops, _plugin, _probe, _runtime
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
@@ -49,14 +51,6 @@ def the_machine_has_a_gpu() -> bool:
     from spacr_accel_core.accelerator import resolve
 
     return resolve().is_gpu
-
-
-def numpy_nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return ops.nearest_neighbours(source, target, backend="numpy")
-
-
-def numpy_filter(field: np.ndarray, size: int) -> np.ndarray:
-    return ops.maximum_filter(field, size, backend="numpy")
 
 
 def oom(message: str = "CUDA out of memory. Tried to allocate 2.00 GiB") -> torch.OutOfMemoryError:
@@ -97,11 +91,11 @@ def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 @settings(max_examples=40, deadline=None)
 @given(points=point_sets(), chunk=st.sampled_from([1, 5, 64, 100, 4096]),
        device=st.sampled_from([CPU, NO_DOUBLES]))
-def test_nearest_equals_the_numpy_backend(points: tuple[np.ndarray, np.ndarray], chunk: int,
+def test_nearest_equals_the_reference(points: tuple[np.ndarray, np.ndarray], chunk: int,
                                           device: _runtime.Device) -> None:
     source, target = points
     index, distance = _nearest.nearest(source, target, chunk, device)
-    expected_index, expected_distance = numpy_nearest(source, target)
+    expected_index, expected_distance = reference_nearest(source, target)
     assert index.dtype == np.int64 and distance.dtype == np.float32
     assert np.array_equal(index, expected_index)
     assert np.array_equal(distance, expected_distance)
@@ -112,10 +106,28 @@ def test_nearest_on_larger_sets_is_exact_and_chunk_independent(width: int) -> No
     rng = np.random.default_rng(width)
     source = np.round(rng.uniform(0, 60, (3000, width))).astype(np.float32) + 1000
     target = np.round(rng.uniform(0, 60, (2500, width))).astype(np.float32) + 1000
-    expected = numpy_nearest(source, target)
+    expected = reference_nearest(source, target)
     for chunk in (37, 4096):
         index, distance = ops.nearest_neighbours(source, target, backend="torch", chunk=chunk)
         assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+
+@pytest.mark.parametrize("scale", [1e19, 3e37, 1e-22, 3e-23])
+@pytest.mark.parametrize("device", [CPU, NO_DOUBLES], ids=["float64-device", "no-float64-device"])
+def test_huge_and_tiny_wide_coordinates_are_exact(scale: float, device: _runtime.Device) -> None:
+    """Coordinates whose float32 squares overflow (1e19 in 16-D, 3e37) or underflow (1e-22, 3e-23),
+    16 wide, 300 x 250 pairs (more than 65,536), with duplicate targets: exact, chunk-independent."""
+    rng = np.random.default_rng(int(np.log10(scale)) + 100)
+    source = (rng.uniform(-1, 1, (300, 16)) * scale).astype(np.float32)
+    target = (rng.uniform(-1, 1, (250, 16)) * scale).astype(np.float32)
+    target[[40, 90, 200]] = source[5]  # ties: the lowest index must win
+    expected = reference_nearest(source, target)
+    assert expected[0][5] == 40
+    for chunk in (7, 4096):
+        index, distance = _nearest.nearest(source, target, chunk, device)
+        assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+    index, distance = ops.nearest_neighbours(source, target, backend="torch")
+    assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
 
 def test_every_duplicate_target_goes_to_the_lowest_index() -> None:
@@ -143,7 +155,7 @@ def test_passes_never_exceed_the_callers_chunk(monkeypatch: pytest.MonkeyPatch) 
             seen.clear()
             index, _ = _nearest.nearest(source, target, chunk, CPU)
             assert seen and max(seen) <= chunk, (width, chunk, max(seen))
-            assert np.array_equal(index, numpy_nearest(source, target)[0])
+            assert np.array_equal(index, reference_nearest(source, target)[0])
 
 
 def test_a_small_pass_budget_splits_the_work_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,7 +173,7 @@ def test_a_small_pass_budget_splits_the_work_and_stays_exact(monkeypatch: pytest
     target = rng.uniform(0, 100, (2000, 2)).astype(np.float32)
     index, distance = _nearest.nearest(source, target, 4096, CPU)
     assert len(calls) > 4
-    expected = numpy_nearest(source, target)
+    expected = reference_nearest(source, target)
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
 
@@ -197,7 +209,7 @@ def test_nearest_retries_smaller_passes_after_out_of_memory(monkeypatch: pytest.
     source = rng.uniform(0, 100, (1500, 2)).astype(np.float32)
     target = rng.uniform(0, 100, (1500, 2)).astype(np.float32)
     index, distance = ops.nearest_neighbours(source, target, backend="torch")
-    expected = numpy_nearest(source, target)
+    expected = reference_nearest(source, target)
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
     assert sizes[0] > 3 and min(sizes) <= 3  # started big, halved until it fitted
 
@@ -227,7 +239,7 @@ def test_the_matrix_path_takes_wide_points_and_retries(monkeypatch: pytest.Monke
     source = (centre + rng.standard_normal((400, 32)) * 0.05).astype(np.float32)
     target = (centre + rng.standard_normal((900, 32)) * 0.05).astype(np.float32)
     index, distance = _nearest.nearest(source, target, 4096, CPU)
-    expected = numpy_nearest(source, target)
+    expected = reference_nearest(source, target)
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
     assert rows[:4] == [400, 200, 100, 50]  # halved after each failure, resumed where it stopped
     assert sum(rows[3:]) == 400
@@ -246,20 +258,20 @@ def fields(draw: st.DrawFn) -> np.ndarray:
 
 @settings(max_examples=40, deadline=None)
 @given(field=fields(), size=st.sampled_from([3, 5, 9, 15, 31]), budget=st.sampled_from([None, 1 << 16]))
-def test_the_gpu_filter_algorithm_equals_the_numpy_backend(field: np.ndarray, size: int,
+def test_the_gpu_filter_algorithm_equals_the_reference(field: np.ndarray, size: int,
                                                            budget: int | None) -> None:
     """The max-pool tiles the GPU runs, here on the CPU device, whole or in many small tiles."""
     with pytest.MonkeyPatch.context() as patch:
         if budget is not None:
             patch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(budget))
         got = _ops._filter_in_tiles(field, size, CPU)
-    assert np.array_equal(got, numpy_filter(field, size), equal_nan=True)
+    assert np.array_equal(got, reference_maximum_filter(field, size), equal_nan=True)
 
 
 @settings(max_examples=40, deadline=None)
 @given(field=fields(), size=st.sampled_from([3, 7, 15, 41]))
-def test_the_cpu_filter_algorithm_equals_the_numpy_backend(field: np.ndarray, size: int) -> None:
-    assert np.array_equal(_ops._filter_in_stripes(field, size, CPU), numpy_filter(field, size),
+def test_the_cpu_filter_algorithm_equals_the_reference(field: np.ndarray, size: int) -> None:
+    assert np.array_equal(_ops._filter_in_stripes(field, size, CPU), reference_maximum_filter(field, size),
                           equal_nan=True)
 
 
@@ -269,7 +281,7 @@ def test_a_field_of_many_stripes_is_exact() -> None:
     field[350, 700] = np.nan
     for size in (3, 15, 63):
         got = ops.maximum_filter(field, size, backend="torch")
-        assert np.array_equal(got, numpy_filter(field, size), equal_nan=True)
+        assert np.array_equal(got, reference_maximum_filter(field, size), equal_nan=True)
 
 
 def test_nan_rule_holds_where_max_pool_ignores_nan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -283,7 +295,7 @@ def test_nan_rule_holds_where_max_pool_ignores_nan(monkeypatch: pytest.MonkeyPat
     field = np.arange(100, dtype=np.float32).reshape(10, 10)
     field[4, 4] = np.nan
     got = _ops._filter_in_tiles(field, 3, CPU)
-    assert np.array_equal(got, numpy_filter(field, 3), equal_nan=True)
+    assert np.array_equal(got, reference_maximum_filter(field, 3), equal_nan=True)
     assert int(np.isnan(got).sum()) == 9
 
 
@@ -301,7 +313,7 @@ def test_filter_tiles_retry_smaller_after_out_of_memory(monkeypatch: pytest.Monk
     monkeypatch.setattr(_ops, "_device_tile", flaky)
     field = np.random.default_rng(5).standard_normal((300, 200)).astype(np.float32)
     got = _ops._filter_in_tiles(field, 15, CPU)
-    assert np.array_equal(got, numpy_filter(field, 15))
+    assert np.array_equal(got, reference_maximum_filter(field, 15))
     assert sizes[:4] == [300, 150, 75, 37]  # halved after each failure, resumed where it stopped
     assert sum(sizes[3:]) == 300
 
@@ -447,7 +459,7 @@ def test_backend_info_tells_the_truth_about_this_machine() -> None:
 
 def test_backend_info_offers_torch_where_the_prober_finds_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     card = Accelerator(kind="cuda", device="cuda:0", label="NVIDIA H200 (CUDA)", name="NVIDIA H200")
-    monkeypatch.setattr(_plugin, "spacr_accel_probe", lambda **_: card)
+    monkeypatch.setattr(_probe, "detect", lambda **_: card)
     info = _plugin.spacr_accel_backend_info()
     assert info.usable and "cuda:0" in info.note
     monkeypatch.setenv("SPACR_DEVICE", "cpu")
@@ -459,10 +471,10 @@ def test_backend_info_survives_a_prober_that_raises_or_hangs(monkeypatch: pytest
     def broken(**_: object) -> None:
         raise BackendUnavailable("torch is not importable")
 
-    monkeypatch.setattr(_plugin, "spacr_accel_probe", broken)
+    monkeypatch.setattr(_probe, "detect", broken)
     info = _plugin.spacr_accel_backend_info()
     assert not info.usable and "not importable" in info.note
-    monkeypatch.setattr(_plugin, "spacr_accel_probe", lambda **_: time.sleep(5))
+    monkeypatch.setattr(_probe, "detect", lambda **_: time.sleep(5))
     monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.1")
     info = _plugin.spacr_accel_backend_info()
     assert not info.usable and "did not answer" in info.note
@@ -503,10 +515,10 @@ def test_on_the_card_small_passes_stay_exact(monkeypatch: pytest.MonkeyPatch) ->
     rng = np.random.default_rng(12)
     field = rng.standard_normal((300, 257)).astype(np.float32)
     field[100, 100] = np.nan
-    assert np.array_equal(ops.maximum_filter(field, 15, backend="torch"), numpy_filter(field, 15),
+    assert np.array_equal(ops.maximum_filter(field, 15, backend="torch"), reference_maximum_filter(field, 15),
                           equal_nan=True)
     source = np.round(rng.uniform(0, 30, (2000, 3))).astype(np.float32)
     target = np.round(rng.uniform(0, 30, (1500, 3))).astype(np.float32)
     got = ops.nearest_neighbours(source, target, backend="torch", chunk=97)
-    expected = numpy_nearest(source, target)
+    expected = reference_nearest(source, target)
     assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])

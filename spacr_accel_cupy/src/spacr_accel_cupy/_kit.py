@@ -9,24 +9,42 @@ exact verdict) on machines without a GPU. Only this module knows which library i
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
 
-__all__ = ["Kit", "cupy_kit", "numpy_kit", "translate"]
+__all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
 
 _HOST_BUDGET = 64 << 20
 _DEVICE_FRACTION = 0.4
 """Share of the free device memory one pass may take (the rest for temporaries and neighbours)."""
 _DEVICE_CAP = 16 << 30
 _OOM_WORDS = re.compile(r"out of memory|MemoryAllocation|ALLOC_FAILED", re.IGNORECASE)
+
+_TF32_UNIT: Final = 2.0 ** -10
+"""TF32 keeps 10 explicit mantissa bits: 2^-11 rounded to nearest, 2^-10 where tensor cores truncate."""
+_BF16_UNIT: Final = 2.0 ** -7
+"""bfloat16 (7 explicit bits, truncated); also used for FP16 compute, whose 10 bits come with a
+range too narrow for squared coordinates."""
+
+
+def ieee_unit(dtype: np.dtype) -> float:
+    """The unit roundoff of IEEE arithmetic in ``dtype`` (2^-24 for float32, 2^-53 for float64)."""
+    return float(np.finfo(dtype).eps) / 2
+
+
+def _nothing_to_change() -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,9 @@ class Kit:
     :param to_host: device array to a NumPy array.
     :param free_bytes: memory the device can still give now, or ``None`` when unknown.
     :param release: hands cached blocks back to the driver before a smaller retry.
+    :param gemm_unit: the unit roundoff a matrix product of this dtype has NOW (CuPy's compute
+        type: ``CUPY_TF32=1`` or ``set_compute_type`` make float32 products TF32).
+    :param ieee: a context in which matrix products are IEEE in their own dtype.
     """
 
     name: str
@@ -49,6 +70,8 @@ class Kit:
     to_host: Callable[[Any], np.ndarray]
     free_bytes: Callable[[], int | None]
     release: Callable[[], None]
+    gemm_unit: Callable[[np.dtype], float] = ieee_unit
+    ieee: Callable[[], AbstractContextManager[None]] = _nothing_to_change
 
     def budget(self) -> int:
         """Bytes one pass may use now: measured on a card, a cache-sized constant on the host."""
@@ -71,11 +94,152 @@ def numpy_kit() -> Kit:
     return Kit("numpy", np, ndimage, np.asarray, np.asarray, lambda: None, lambda: None)
 
 
+class _Cache:
+    """The CuPy kit and CuPy's error classes, built once per process (not per call)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start afresh: in a forked child (CUDA does not survive a fork, and a lock another thread
+        held would stay held), and in tests."""
+        self.lock = threading.Lock()
+        self.kit: Kit | None = None
+        self.vendor: tuple[type[BaseException], ...] | None = None
+        self.ieee = _IeeeState()
+
+
+class _IeeeState:
+    """How many calls need IEEE products now, and the compute types to put back after the last."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.saved: dict[Any, int] | None = None
+
+
+_CACHE = _Cache()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_CACHE.reset)
+
+
 def cupy_kit() -> Kit:
-    """CuPy on its current device.
+    """CuPy on its current device, built once per process (the closures ask the CURRENT device
+    at call time, so ``with cupy.cuda.Device(n)`` is honoured).
+
+    Only a kit that was built is cached: a failure is asked again next time (a driver loaded
+    later, a test that takes CuPy away).
 
     :raises BackendUnavailable: CuPy is not importable, or no CUDA device answers.
     """
+    cache = _CACHE
+    kit = cache.kit
+    if kit is not None:
+        return kit
+    with cache.lock:
+        if cache.kit is None:
+            cache.kit = _build_cupy_kit(cache.ieee)
+        return cache.kit
+
+
+def _env_tf32() -> bool:
+    """``CUPY_TF32`` as CuPy reads it (an integer, non-zero enables TF32 on cards that have it)."""
+    try:
+        return int(os.environ.get("CUPY_TF32", "0").strip() or "0") != 0
+    except ValueError:
+        return True  # unreadable: assume the worst, it only costs a float64 product
+
+
+def _code_unit(linalg: Any, code: int, dtype: np.dtype) -> float:
+    """The unit roundoff of a product of ``dtype`` under CuPy compute type ``code``."""
+    ieee = ieee_unit(dtype)
+
+    def constant(name: str) -> int | None:
+        value = getattr(linalg, name, None)
+        return int(value) if isinstance(value, int) else None
+
+    if code == constant("COMPUTE_TYPE_TF32"):
+        return max(ieee, _TF32_UNIT)
+    if code in (constant("COMPUTE_TYPE_BF16"), constant("COMPUTE_TYPE_FP16")):
+        return max(ieee, _BF16_UNIT)
+    if code == constant("COMPUTE_TYPE_FP32"):
+        return max(ieee, ieee_unit(np.dtype(np.float32)))
+    return ieee  # DEFAULT, PEDANTIC, FP64 (more accurate than the dtype), or not decided yet
+
+
+def cupy_gemm_unit(linalg: Any, dtype: np.dtype, state: _IeeeState | None = None) -> float:
+    """The worst unit roundoff CuPy's matrix product in ``dtype`` may have from now on.
+
+    :param linalg: ``cupy._core._routines_linalg`` (its ``get_compute_type`` and constants), or
+        ``None`` where this CuPy has none.
+    :param state: this package's IEEE window (:func:`cupy_ieee`): while another call holds it open,
+        the compute type it will restore counts too, as the window may close half-way through
+        the caller's work (read after the current type; the window saves before it sets and
+        forgets after it restores, so no moment is missed).
+    """
+    ieee = ieee_unit(dtype)
+    code: int | None = None
+    if linalg is not None:
+        try:
+            code = int(linalg.get_compute_type(dtype))
+        except Exception:  # the first ask reads the card's compute capability; none here
+            code = None
+    if code is None:  # cannot ask: CuPy will decide from the environment, so read it too
+        unit = max(ieee, _TF32_UNIT) if dtype == np.float32 and _env_tf32() else ieee
+    else:
+        unit = _code_unit(linalg, code, dtype)
+    saved = state.saved if state is not None else None
+    if saved is not None and dtype in saved:
+        unit = max(unit, _code_unit(linalg, saved[dtype], dtype))
+    return unit
+
+
+@contextlib.contextmanager
+def cupy_ieee(linalg: Any, state: _IeeeState) -> Iterator[None]:
+    """The body's float32 and float64 products in their own IEEE precision, whatever was set.
+
+    CuPy's compute type is process-global (``CUPY_TF32=1`` makes every float32 product TF32 on an
+    Ampere or later card). The first of this package's concurrent calls saves it and sets the
+    default; the last puts it back, unless someone changed it meanwhile (their change wins).
+    While a call runs, others' products are IEEE too: slower, never less accurate.
+    """
+    types = (np.dtype(np.float32), np.dtype(np.float64))
+    default = getattr(linalg, "COMPUTE_TYPE_DEFAULT", None) if linalg is not None else None
+    with state.lock:
+        if state.users == 0 and default is not None:
+            try:
+                saved = {dtype: int(linalg.get_compute_type(dtype)) for dtype in types
+                         if cupy_gemm_unit(linalg, dtype) > ieee_unit(dtype)}
+            except Exception:  # the card refuses to say: the call runs as configured
+                saved = {}
+            if saved:
+                state.saved = saved  # before setting: see cupy_gemm_unit
+                try:
+                    for dtype in saved:
+                        linalg.set_compute_type(dtype, default)
+                except Exception:  # a refusal: put back what was set, run as configured
+                    _restore(linalg, saved, default)
+                    state.saved = None
+        state.users += 1
+    try:
+        yield
+    finally:
+        with state.lock:
+            state.users -= 1
+            if state.users == 0 and state.saved is not None:
+                _restore(linalg, state.saved, default)
+                state.saved = None  # after restoring: see cupy_gemm_unit
+
+
+def _restore(linalg: Any, saved: dict[Any, int], default: Any) -> None:
+    """Put back each saved compute type still at the default (a change made meanwhile wins)."""
+    for dtype, code in saved.items():
+        with contextlib.suppress(Exception):
+            if int(linalg.get_compute_type(dtype)) == default:
+                linalg.set_compute_type(dtype, code)
+
+
+def _build_cupy_kit(ieee_state: _IeeeState) -> Kit:
     try:
         import cupy
         import cupyx.scipy.ndimage as cupy_ndimage
@@ -107,7 +271,18 @@ def cupy_kit() -> Kit:
         host: np.ndarray = cupy.asnumpy(array)
         return host
 
-    return Kit("cupy", cupy, cupy_ndimage, cupy.asarray, to_host, free_bytes, release)
+    try:
+        linalg: Any = importlib.import_module("cupy._core._routines_linalg")
+    except Exception:  # a CuPy without compute types: its products are IEEE
+        linalg = None
+
+    def gemm_unit(dtype: np.dtype) -> float:
+        return cupy_gemm_unit(linalg, np.dtype(dtype), ieee_state)
+
+    def ieee() -> AbstractContextManager[None]:
+        return cupy_ieee(linalg, ieee_state)
+
+    return Kit("cupy", cupy, cupy_ndimage, cupy.asarray, to_host, free_bytes, release, gemm_unit, ieee)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -117,7 +292,21 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _vendor_errors() -> tuple[type[BaseException], ...]:
-    """CuPy's classes for a device or library failure (the device's fault, not this package's)."""
+    """CuPy's classes for a device or library failure (the device's fault, not this package's).
+
+    Looked up once per process: this runs for every error a tile raises.
+    """
+    cache = _CACHE
+    found = cache.vendor
+    if found is not None:
+        return found
+    with cache.lock:
+        if cache.vendor is None:
+            cache.vendor = _find_vendor_errors()
+        return cache.vendor
+
+
+def _find_vendor_errors() -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = []
     for module_name, attribute in (
         ("cupy_backends.cuda.api.runtime", "CUDARuntimeError"),
@@ -128,7 +317,7 @@ def _vendor_errors() -> tuple[type[BaseException], ...]:
         ("cupy.cuda.compiler", "CompileException"),
     ):
         try:
-            module = __import__(module_name, fromlist=[attribute])
+            module = importlib.import_module(module_name)
         except Exception:  # an optional CuPy module missing from this build
             continue
         cls = getattr(module, attribute, None)

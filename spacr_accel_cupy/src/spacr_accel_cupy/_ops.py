@@ -8,11 +8,14 @@ NaN mask writes NaN back wherever a window held one.
 
 matmul: float32 where float32 holds the inputs exactly (like the NumPy backend), float64 on the
 card otherwise (every CUDA device takes doubles), rounded once; tiled over the rows of ``first``.
+Run with CuPy's default (IEEE) compute type even where ``CUPY_TF32=1`` made float32 products TF32.
 
 nearest_neighbours: the NumPy backend's matrix-product search, per chunk of source rows: one GEMM
 gives ``|t|^2 - 2 s.t`` in float32, every target within a proven rounding bound of a row's best
 is a candidate, and the candidates are settled exactly on the card in float64 (the contract's
-sum of squared differences in coordinate order), lowest index among equals.
+sum of squared differences in coordinate order), lowest index among equals. Where float32
+products are not IEEE (``CUPY_TF32=1``: inputs rounded to 10 bits) the search product runs in
+float64 instead, and the margin always uses the unit roundoff the product really has.
 
 Every loop is tiled from the memory free NOW, and a tile that runs out of memory is retried at
 half its size, down to a floor, before the primitive gives up with ``BackendOutOfMemory``.
@@ -27,7 +30,7 @@ import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory
 
-from ._kit import Kit, is_out_of_memory
+from ._kit import Kit, ieee_unit, is_out_of_memory
 
 __all__ = ["matmul", "maximum_filter", "nearest", "tiled"]
 
@@ -125,6 +128,11 @@ def matmul(kit: Kit, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     :param second: the same, shape-compatible.
     :returns: the float32 product (0-d for two vectors).
     """
+    with kit.ieee():
+        return _matmul(kit, first, second)
+
+
+def _matmul(kit: Kit, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     xp = kit.xp
     exact = first.dtype in _EXACT_IN_F32 and second.dtype in _EXACT_IN_F32
     dtype = _F32 if exact else _F64
@@ -176,6 +184,16 @@ def _pick(kit: Kit, local: Any, cols: Any, exact: Any, count: int) -> tuple[Any,
     return index, best
 
 
+def _gemm_plan(kit: Kit, work: np.dtype) -> tuple[np.dtype, float]:
+    """``(dtype, unit roundoff)`` for the search product: the margin must use the rounding the
+    product REALLY has. Reduced float32 products (TF32, bfloat16) move to float64, which the card
+    has and which keeps the candidates few (the product is D + 1 deep, so memory-bound: about twice
+    the time); a float64 compute type someone reduced as well widens the margin instead."""
+    if work == _F32 and kit.gemm_unit(_F32) > ieee_unit(_F32):
+        work = _F64
+    return work, max(ieee_unit(work), kit.gemm_unit(work))
+
+
 def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact nearest neighbours: int64 indices and float32 distances equal to the NumPy backend's.
 
@@ -196,6 +214,7 @@ def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tup
     # Coordinates whose float32 squares would overflow are searched in float64 (the card has it).
     largest = float(max(np.abs(s_centred).max(), np.abs(t_centred).max()))
     work = _F32 if largest < 2.0 ** 60 / np.sqrt(dims + 1) else _F64
+    work, unit = _gemm_plan(kit, work)
     # One GEMM gives |t|^2 - 2 s.t directly: [-2 s, 1] . [t, |t|^2].
     left = np.empty((n, dims + 1), dtype=work)
     left[:, :dims] = -2.0 * s_centred
@@ -203,7 +222,6 @@ def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tup
     right = np.empty((dims + 1, m), dtype=work)
     right[:dims] = t_centred.T
     right[dims] = t_norm2
-    unit = float(np.finfo(work).eps) / 2
     s_length = np.sqrt(np.square(s_centred).sum(axis=1))
     t_longest = float(np.sqrt(t_norm2.max()))
     # A proven bound on |rounded expansion - exact| for any pair of this row (rounding of the
@@ -219,7 +237,7 @@ def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tup
     rows = max(1, min(chunk, kit.budget() // max(1, m * (work.itemsize + 2))))
 
     def step(start: int, stop: int) -> None:
-        approx = left_dev[start:stop] @ right_dev
+        approx = xp.matmul(left_dev[start:stop], right_dev)
         threshold = approx.min(axis=1) + margin_dev[start:stop]
         local, cols = xp.nonzero(approx <= threshold[:, None])
         del approx

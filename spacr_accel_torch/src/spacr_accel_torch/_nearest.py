@@ -15,8 +15,9 @@ of all 1,563 at 100,000 points). Everything is batched tensor arithmetic, so the
 code runs on a CPU and a GPU. WIDE POINT SETS use the ``|t|^2 - 2 s.t`` matrix product, one GEMM
 per chunk, as the NumPy backend does.
 
-EXACTNESS. The fast search runs in float32 (float64 only for coordinates so large that float32
-squares would overflow). Its rounding error is bounded (relative for the direct differences,
+EXACTNESS. The fast search runs in float32 (float64 for coordinates so large that float32
+squares would overflow, and for the matrix product whenever the process allowed TF32 or bfloat16
+float32 products: see :func:`_gemm_plan`). Its rounding error is bounded (relative for the direct differences,
 absolute for the matrix product), so it only NOMINATES: every target within that bound of a row's
 best is a candidate, and the winner is chosen by the contract's arithmetic, the float64 sum of
 squared coordinate differences in coordinate order, lowest target index among equals. That
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._runtime import Device, budget, tiled
+from ._runtime import IEEE_UNIT, Device, budget, float32_gemm_unit, tensor, tiled
 
 if TYPE_CHECKING:
     import torch
@@ -138,8 +139,8 @@ class _Verdict:
         n = source.shape[0]
         self.on_device = device.float64
         if self.on_device:
-            self.s64 = torch.from_numpy(source).to(device.torch).to(torch.float64)
-            self.t64 = torch.from_numpy(target).to(device.torch).to(torch.float64)
+            self.s64 = tensor(source, device.torch).to(torch.float64)
+            self.t64 = tensor(target, device.torch).to(torch.float64)
             self.index_dev = torch.empty(n, dtype=torch.int64, device=device.torch)
             self.best_dev = torch.empty(n, dtype=torch.float64, device=device.torch)
         else:
@@ -267,8 +268,8 @@ def _blocks(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
     where = device.torch
     dims = source.shape[1]
     relative, absolute = _bounds(dims, dtype)
-    src = torch.from_numpy(source).to(where).to(dtype)
-    tgt = torch.from_numpy(target).to(where).to(dtype)
+    src = tensor(source, where).to(dtype)
+    tgt = tensor(target, where).to(dtype)
     per_source_block = min(BLOCK, chunk)
     s_blocks, s_ids = _blocked(src, _tile_order(src, per_source_block), per_source_block)
     t_blocks, t_ids = _blocked(tgt, _tile_order(tgt, BLOCK), BLOCK)
@@ -328,6 +329,35 @@ def _block_pass(sources: torch.Tensor, source_ids: torch.Tensor, t_blocks: torch
 # ---- wide point sets: the matrix product ---------------------------------------------------------
 
 
+def _gemm_plan(dtype: torch.dtype, device: Device) -> tuple[torch.dtype, float]:
+    """``(dtype, unit roundoff)`` of the search's matrix product, honest about TF32 and bfloat16.
+
+    The margin below assumes the product rounds like IEEE arithmetic in ``dtype``. A process that
+    allowed reduced float32 products (``allow_tf32``, ``set_float32_matmul_precision("high")`` or
+    ``"medium"``) breaks that: cuBLAS (or oneDNN) rounds the inputs to 10 or 7 bits, the error is
+    ~2^-10 instead of 2^-24, and a margin sized for 2^-24 silently drops the true neighbour. So:
+    on a device that takes doubles (every CUDA and ROCm card, the CPU) the product runs in
+    float64, which no such setting touches (the product is thin, D + 1 deep, so it is bound by
+    memory traffic, not arithmetic: about twice the time, and few candidates); elsewhere the margin
+    is widened to the reduced unit roundoff (more candidates, still exact).
+    """
+    import torch
+
+    if dtype != torch.float32:
+        return dtype, float(torch.finfo(dtype).eps) / 2
+    unit = float32_gemm_unit()
+    if unit <= IEEE_UNIT:
+        return dtype, IEEE_UNIT
+    if device.float64:
+        return torch.float64, float(torch.finfo(torch.float64).eps) / 2
+    return dtype, unit
+
+
+def _gemm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """The search's one matrix product per pass (a function, so tests can round like TF32)."""
+    return left @ right
+
+
 def _matrix(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
             dtype: torch.dtype, verdict: _Verdict) -> None:
     import torch
@@ -341,6 +371,7 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
     s_centred = s64 - centre
     t_centred = t64 - centre
     t_norm2 = np.square(t_centred).sum(axis=1)
+    dtype, unit = _gemm_plan(dtype, device)
     np_dtype = np.float32 if dtype == torch.float32 else np.float64
     # One GEMM gives |t|^2 - 2 s.t directly: [-2 s, 1] . [t, |t|^2].
     left = np.empty((n, dims + 1), dtype=np_dtype)
@@ -349,7 +380,6 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
     right = np.empty((dims + 1, m), dtype=np_dtype)
     right[:dims] = t_centred.T
     right[dims] = t_norm2
-    unit = float(np.finfo(np_dtype).eps) / 2
     s_length = np.sqrt(np.square(s_centred).sum(axis=1))
     t_longest = float(np.sqrt(t_norm2.max()))
     # A proven bound on |rounded expansion - exact| for any pair of this row (rounding of the
@@ -362,7 +392,7 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
     rows = max(1, min(chunk, budget(device) // max(1, m * (itemsize + 2))))
 
     def step(start: int, stop: int) -> None:
-        approx = left_dev[start:stop] @ right_dev
+        approx = _gemm(left_dev[start:stop], right_dev)
         threshold = approx.amin(1) + margin_dev[start:stop]
         local, cols = torch.nonzero(approx <= threshold[:, None], as_tuple=True)
         ids = torch.arange(start, stop, device=where)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._runtime import Device, budget, tiled
+from ._runtime import Device, budget, ieee_float32, tensor, tiled
 
 if TYPE_CHECKING:
     import torch
@@ -112,7 +112,7 @@ def _device_tile(field: np.ndarray, out: np.ndarray, start: int, stop: int, size
     height = field.shape[0]
     radius = size // 2
     lo, hi = max(0, start - radius), min(height, stop + radius)
-    tile = torch.from_numpy(field[lo:hi]).to(device.torch)
+    tile = tensor(field[lo:hi], device.torch)
     result = _pool(tile, size)
     if bool(torch.isnan(tile).any()):
         # The NaN rule, independent of how this device's max-pool treats NaN.
@@ -129,7 +129,7 @@ def _filter_in_stripes(field: np.ndarray, size: int, device: Device) -> np.ndarr
     height, width = field.shape
     # The host array IS the device array: no copy in, and the result is written in place.
     out = np.empty((height, width), dtype=_F32)
-    host_field = torch.from_numpy(field)
+    host_field = tensor(field)  # shared, unless the caller's array is read-only
     host_out = torch.from_numpy(out)
     stripe = max(size, _CPU_STRIPE_BYTES // (4 * 3 * (width + size)))
 
@@ -197,16 +197,22 @@ def matmul(first: np.ndarray, second: np.ndarray, device: Device) -> np.ndarray:
     :param first: non-empty real array, at least 1-D.
     :param second: the same, shape-compatible.
     :param device: where to compute.
-    :returns: the float32 product (0-d for two vectors).
+    :returns: the float32 product (0-d for two vectors), from IEEE float32 (or float64) products
+        even where the process allowed TF32 or bfloat16 (see :func:`._runtime.ieee_float32`).
     """
+    with ieee_float32():
+        return _matmul(first, second, device)
+
+
+def _matmul(first: np.ndarray, second: np.ndarray, device: Device) -> np.ndarray:
     import torch
 
     dtype = _compute_dtype(first, second, device)
     left = np.ascontiguousarray(first, dtype=dtype)
     right = np.ascontiguousarray(second, dtype=dtype)
-    right_t = torch.from_numpy(right).to(device.torch)
+    right_t = tensor(right, device.torch)
     if left.ndim == 1:
-        result = _product(torch.from_numpy(left).to(device.torch), right_t)
+        result = _product(tensor(left, device.torch), right_t)
         # A fresh tensor (never a view of the operands), so handing out its memory is safe.
         return result.to("cpu", torch.float32).numpy()
     batch_shape = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
@@ -218,7 +224,7 @@ def matmul(first: np.ndarray, second: np.ndarray, device: Device) -> np.ndarray:
     tile = rows if device.is_cpu else max(1, budget(device) // max(1, per_row))
 
     def step(start: int, stop: int) -> None:
-        part = torch.from_numpy(left[..., start:stop, :]).to(device.torch)
+        part = tensor(left[..., start:stop, :], device.torch)
         product = _product(part, right_t)
         rows_out = out[..., start:stop, :] if right.ndim >= 2 else out[..., start:stop]
         torch.from_numpy(rows_out).copy_(product)  # device to host straight into the result

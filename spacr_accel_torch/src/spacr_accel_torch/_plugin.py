@@ -17,6 +17,7 @@ import numpy as np
 from spacr_accel_core import BackendInfo, hookimpl
 from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator, call_bounded
 
+from . import _probe
 from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's hookimpls)
     spacr_accel_empty_cache,
     spacr_accel_neural_engines,
@@ -31,19 +32,21 @@ PRIORITY = 300.0
 _T = TypeVar("_T")
 
 
-def _probe_bounded() -> Accelerator | None:
-    """Our own prober's answer, under the bound the core puts on probes.
+def _detect_bounded() -> Accelerator | None:
+    """Our own prober's DETECTION, under the bound the core puts on probes.
 
     WHY NOT ``resolve()``. This hook runs while the registry is being built, under its lock;
     ``resolve()`` discovers probers through the registry from a worker thread, which would wait on
     that lock until the probe timeout and then cache "CPU" for the whole process. So the backend
     asks its own distribution's prober directly (the one that drives every torch device); the
     primitives themselves use ``resolve()``.
+
+    WHY NOT THE SELECTING PROBE (``spacr_accel_probe(torch=None)``). It measures float64 and
+    bfloat16 by allocating on the device, and this hook runs on the first ``ops.*`` call of the
+    process, ``gpu=False`` included: that would take a CUDA context on a shared card for a process
+    that never runs on it. Detection allocates nothing; measuring waits for ``resolve()``.
     """
-    return call_bounded(
-        lambda: spacr_accel_probe(torch=None, device_names=False, include_cuda=True),
-        "the torch device probe",
-    )
+    return call_bounded(lambda: _probe.detect(include_cuda=True), "the torch device probe")
 
 
 @hookimpl
@@ -56,7 +59,7 @@ def spacr_accel_backend_info() -> BackendInfo:
     if forced.lower() in CPU_WORDS:
         return info(False, f"{ENV_DEVICE}={forced} forces the CPU (backend='torch' still runs there)")
     try:
-        found = _probe_bounded()
+        found = _detect_bounded()
     except RuntimeError as exc:
         return info(False, f"no torch device: {exc} (`pip install spacr-accel[torch]`)")
     if found is None or not found.is_gpu:

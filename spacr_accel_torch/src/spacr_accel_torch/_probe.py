@@ -19,6 +19,10 @@ WHAT EACH PATH HAS TO GET RIGHT.
 * float64 and bfloat16 are MEASURED on the device with a two-element tensor when the prober
   selects it (``torch=None``), because both move with the torch release; an inspection of a given
   module (``inspect_torch``) allocates nothing and reports the backend's declared support.
+* The backend's discovery (:func:`detect`, called from ``spacr_accel_backend_info``) only DETECTS:
+  no allocation, no device-property query, no fallback flag left for workers. Discovery runs on
+  the first ``ops.*`` call, ``gpu=False`` included, and a tensor allocated there would take a
+  CUDA context (hundreds of MiB) on a shared card for a process that never uses it.
 """
 
 from __future__ import annotations
@@ -416,16 +420,18 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
 
         :param name: torch dtype attribute name, such as ``"float64"`` or ``"bfloat16"``.
         :returns: True when a two-element tensor allocates on the device, False for the errors
-            used by unsupported dtypes, or None when torch lacks the dtype or the probe fails
-            unexpectedly.
+            used by unsupported dtypes, or None when torch lacks the dtype, the device is out of
+            memory, or the probe fails unexpectedly.
         """
         dtype = getattr(torch, name, None)
         if dtype is None:
             return None
         try:
             torch.zeros(2, dtype=dtype, device=found.device)
-        except (TypeError, RuntimeError):
-            return False
+        except (TypeError, RuntimeError) as exc:
+            # A full card raises out-of-memory (a RuntimeError subclass) for ANY dtype: that says
+            # nothing about the dtype, so the declared value stands.
+            return None if _is_out_of_memory(torch, exc) else False
         except Exception:  # anything else is the backend misbehaving, not an answer
             return None
         return True
@@ -435,6 +441,20 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
     return replace(found,
                    float64=found.float64 if float64 is None else float64,
                    bfloat16=found.bfloat16 if bfloat16 is None else bfloat16)
+
+
+_OOM_WORDS: Final = re.compile(r"out of memory|can't allocate memory|cannot allocate memory", re.IGNORECASE)
+
+
+def _is_out_of_memory(torch: Any, exc: BaseException) -> bool:
+    """Out-of-memory by class (``torch.OutOfMemoryError`` from 2.5, ``torch.cuda``'s from 1.13;
+    looked up defensively, as torch 2.0 has neither at the top level) or by its words."""
+    if isinstance(exc, MemoryError):
+        return True
+    classes = tuple(cls for cls in (getattr(torch, "OutOfMemoryError", None),
+                                    getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None))
+                    if isinstance(cls, type) and issubclass(cls, BaseException))
+    return bool(classes and isinstance(exc, classes)) or bool(_OOM_WORDS.search(str(exc)))
 
 
 def _settle_fallback(found: Accelerator | None, selecting: bool) -> Accelerator | None:
@@ -489,6 +509,33 @@ def spacr_accel_probe(torch: ModuleType | None, device_names: bool, include_cuda
             _undo_preset()
         raise
     return _settle_fallback(found, selecting)
+
+
+def detect(include_cuda: bool = True) -> Accelerator | None:
+    """The device torch would select here, DETECTED only: for the backend's discovery.
+
+    Imports torch (the Metal flag preset first, as :func:`spacr_accel_probe` does, since torch
+    reads it only at import), then asks availability and nothing more: no device names, no dtype
+    measurement (:func:`_measure_dtypes` allocates, which on CUDA creates a context), and the
+    fallback flag is not set for workers; that is the selecting path's decision, taken by
+    ``resolve()`` when a primitive first runs. A preset made for the import is taken back unless
+    a usable Metal was found (``resolve()`` then keeps or drops it).
+
+    :raises BackendUnavailable: when torch cannot be imported, or a probe broke and nothing was found.
+    """
+    module = _import_torch()
+    wanted = os.environ.get(ENV_DEVICE, "").strip()
+    try:
+        if wanted and wanted.lower() != "auto":
+            found: Accelerator | None = _forced(module, wanted, False, include_cuda)
+        else:
+            found = _detect(module, False, include_cuda)
+    except BaseException:
+        _undo_preset()
+        raise
+    if found is None or found.kind != "mps" or not found.usable:
+        _undo_preset()
+    return found
 
 
 @hookimpl

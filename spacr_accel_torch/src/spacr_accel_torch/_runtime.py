@@ -18,16 +18,22 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Device", "budget", "is_out_of_memory", "release", "target", "tiled", "translate"]
+    from spacr_accel_core.accelerator import Accelerator
+
+__all__ = ["IEEE_UNIT", "Device", "budget", "current_float32_gemm_unit", "float32_gemm_unit", "ieee_float32",
+           "is_out_of_memory", "release", "target", "tensor", "tiled", "translate"]
 
 _OOM_WORDS = re.compile(r"out of memory|can't allocate memory|cannot allocate memory", re.IGNORECASE)
 # Messages torch passes through from a vendor runtime: the device's fault, not this package's.
@@ -65,24 +71,57 @@ class Device:
         return self.torch.type == "cpu"
 
 
+class _State:
+    """This module's per-process state; :meth:`reset` runs again in a forked child, which has only
+    the thread that forked (a lock another thread held would stay held forever)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.target: tuple[Accelerator, Device] | None = None
+        """The last resolved accelerator and the Device built for it: ``resolve()`` hands out the
+        same object until someone refreshes it, so a call compares identity, not fields."""
+        self.lock = threading.Lock()
+        self.users = 0
+        """This package's calls inside :func:`ieee_float32` now."""
+        self.saved: dict[str, str] | None = None
+        self.ours: dict[str, str] | None = None
+
+
+_STATE = _State()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_STATE.reset)
+
+
 def target() -> Device:
     """The device the resolved accelerator names, whatever it is (the CPU included).
 
     "usable" only governs automatic dispatch: a call forced with ``backend="torch"`` runs on
     whatever :func:`spacr_accel_core.accelerator.resolve` answers, the CPU on a machine without
-    a card. SPACR_DEVICE is honoured there, not here.
+    a card. SPACR_DEVICE is honoured there, not here. Cached per resolved Accelerator object (an
+    identity comparison), so a refreshed ``resolve()`` is followed at once.
 
     :raises BackendUnavailable: torch is not importable, or cannot address that device.
     """
+    from spacr_accel_core.accelerator import resolve
+
+    found = resolve()
+    cached = _STATE.target  # one read: another thread may replace it, never tear it
+    if cached is not None and cached[0] is found:
+        return cached[1]
+    device = _build_target(found)
+    _STATE.target = (found, device)
+    return device
+
+
+def _build_target(found: Accelerator) -> Device:
     try:
         import torch
     except Exception as exc:  # an ImportError, or a broken wheel raising anything at import
         raise BackendUnavailable(
             f"torch is not importable ({type(exc).__name__}: {exc}); `pip install spacr-accel[torch]`"
         ) from exc
-    from spacr_accel_core.accelerator import resolve
-
-    found = resolve()
     try:
         device = torch.device(found.device)
     except (RuntimeError, ValueError) as exc:
@@ -98,7 +137,14 @@ def is_out_of_memory(exc: BaseException) -> bool:
         import torch
     except ImportError:  # pragma: no cover - only reached after torch raised, so it imports
         return False
-    if isinstance(exc, torch.OutOfMemoryError):
+    # torch.OutOfMemoryError exists from torch 2.5, torch.cuda.OutOfMemoryError from 1.13; this
+    # package accepts torch 2.0, where reaching for the first would turn every error into an
+    # AttributeError. Both are RuntimeError subclasses whose message says "out of memory", so
+    # the words below still catch them where neither class exists.
+    classes = tuple(cls for cls in (getattr(torch, "OutOfMemoryError", None),
+                                    getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None))
+                    if isinstance(cls, type) and issubclass(cls, BaseException))
+    if classes and isinstance(exc, classes):
         return True
     return isinstance(exc, RuntimeError) and bool(_OOM_WORDS.search(str(exc)))
 
@@ -216,3 +262,175 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], d
                 f"(the floor): {reason}"
             )
         tile = max(floor, (stop - start) // 2)
+
+
+# ---- host arrays in ----------------------------------------------------------------------------
+
+
+def tensor(array: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
+    """``array`` as a tensor on ``device`` (the CPU when None): shared where torch may, else copied.
+
+    ``torch.from_numpy`` aliases the array, and on a READ-ONLY one (a memory map, a broadcast, an
+    array a caller froze) torch warns that writing through the tensor would be undefined. This
+    package never writes into its inputs, but a warning in a user's log (an error under
+    ``-W error``) is a defect, so a read-only array is copied instead: ``torch.tensor`` copies
+    without aliasing, straight to the device when one is named.
+    """
+    import torch
+
+    if array.flags.writeable:
+        shared = torch.from_numpy(array)
+        return shared if device is None else shared.to(device)
+    return torch.tensor(array, device=device)
+
+
+# ---- float32 matrix products -------------------------------------------------------------------
+
+IEEE_UNIT: Final = 2.0 ** -24
+"""Unit roundoff of an IEEE float32 product: what every rounding bound in this package assumes."""
+TF32_UNIT: Final = 2.0 ** -10
+"""TF32 keeps 10 explicit mantissa bits: 2^-11 when inputs are rounded to nearest, 2^-10 when they
+are truncated (tensor cores fed raw float32 registers ignore the low 13 bits), so 2^-10."""
+BF16_UNIT: Final = 2.0 ** -7
+"""bfloat16 keeps 7 explicit bits, truncated likewise (``set_float32_matmul_precision("medium")``)."""
+
+_REDUCED: Final = {"tf32": TF32_UNIT, "bf16": BF16_UNIT}
+
+
+def _precision_settings(torch: Any) -> dict[str, str]:
+    """What torch says about float32 matrix products, every API that exists on this release.
+
+    ``torch.backends.{cuda,mkldnn}.matmul.fp32_precision`` (torch 2.9+: "ieee", "tf32", "bf16"
+    or "none", which defers to ``torch.backends.fp32_precision``), the legacy
+    ``get_float32_matmul_precision()`` ("highest", "high", "medium") and ``allow_tf32``. A getter
+    that raises (torch refuses to answer when the legacy and new APIs were mixed) is recorded as
+    "unknown", which callers treat as the worst case.
+    """
+    found: dict[str, str] = {}
+
+    def ask(key: str, read: Callable[[], Any]) -> None:
+        try:
+            found[key] = str(read())
+        except AttributeError:  # this release has no such setting
+            return
+        except Exception:  # torch raising because the APIs were mixed: cannot tell, assume the worst
+            found[key] = "unknown"
+
+    backends: Any = getattr(torch, "backends", None)
+
+    def legacy() -> Any:
+        return torch.get_float32_matmul_precision()
+
+    ask("global", lambda: backends.fp32_precision)
+    ask("cuda", lambda: backends.cuda.matmul.fp32_precision)
+    ask("mkldnn", lambda: backends.mkldnn.matmul.fp32_precision)
+    ask("legacy", legacy)
+    ask("allow_tf32", lambda: backends.cuda.matmul.allow_tf32)
+    return found
+
+
+def _unit_of(settings: dict[str, str]) -> float:
+    """The worst unit roundoff a float32 product has under ``settings`` (:func:`_precision_settings`)."""
+    unit = IEEE_UNIT
+    for key, value in settings.items():
+        if value == "unknown":
+            return BF16_UNIT
+        if key == "legacy":
+            unit = max(unit, {"highest": IEEE_UNIT, "high": TF32_UNIT}.get(value, BF16_UNIT))
+        elif key == "allow_tf32":
+            unit = max(unit, TF32_UNIT if value == "True" else IEEE_UNIT)
+        else:
+            unit = max(unit, _REDUCED.get(value, IEEE_UNIT))
+    return unit
+
+
+def current_float32_gemm_unit() -> float:
+    """The unit roundoff a float32 matrix product torch ran NOW would have (any device)."""
+    import torch
+
+    return _unit_of(_precision_settings(torch))
+
+
+def float32_gemm_unit() -> float:
+    """The worst unit roundoff a float32 matrix product may have from now on, any device.
+
+    :data:`IEEE_UNIT` unless the process allowed reduced precision: TF32 (``allow_tf32``, the
+    ``"high"`` matmul precision, ``fp32_precision="tf32"``) or bfloat16 (``"medium"``, ``"bf16"``).
+    Read for every device type, not only CUDA: on the CPU the same settings reach oneDNN, and a
+    wrong "IEEE" silently breaks the nearest-neighbour search's exactness while a wrong
+    "reduced" only costs it a float64 product.
+
+    While another of this package's calls holds :func:`ieee_float32` open, the settings it will
+    restore count too: that window may close half-way through the caller's work. Read in this
+    order (the settings, then the saved ones; :func:`ieee_float32` saves before it sets and
+    forgets after it restores), no moment is missed.
+    """
+    unit = current_float32_gemm_unit()
+    saved = _STATE.saved
+    return unit if saved is None else max(unit, _unit_of(saved))
+
+
+def _apply(torch: Any, settings: dict[str, str]) -> None:
+    """Put back float32 matmul settings read by :func:`_precision_settings`.
+
+    The legacy value first (its setter rewrites both backends), then the new API's, global before
+    the backends, so each backend ends exactly as it was read. A value that could not be read
+    ("unknown": torch refused because the two APIs were mixed) is left as it is.
+    """
+    legacy = settings.get("legacy")
+    if legacy is not None and legacy != "unknown":
+        torch.set_float32_matmul_precision(legacy)
+    backends = torch.backends
+    if settings.get("global", "unknown") != "unknown":
+        backends.fp32_precision = settings["global"]
+    if settings.get("mkldnn", "unknown") != "unknown":
+        backends.mkldnn.matmul.fp32_precision = settings["mkldnn"]
+    if settings.get("cuda", "unknown") != "unknown":
+        backends.cuda.matmul.fp32_precision = settings["cuda"]
+
+
+@contextlib.contextmanager
+def ieee_float32() -> Iterator[None]:
+    """Run the body with IEEE float32 matrix products, whatever the process allowed.
+
+    WHY. ``allow_tf32`` or ``set_float32_matmul_precision("high")`` (set by a training script in the
+    same process) makes cuBLAS round float32 inputs to 10 bits, so ``matmul`` would be accurate to
+    ~1e-3 instead of float32's ~1e-7, and no longer agree with the other backends.
+
+    HOW, and what it costs others. The setting is process-global, so: the first of this package's
+    concurrent calls saves it and sets IEEE, the last one puts it back (a count under a lock, so
+    overlapping calls never restore each other's state), and it is put back only if nobody changed
+    it meanwhile (a user's own change made during our call wins). While a call runs, other
+    threads' float32 products are IEEE too: slower, never less accurate. Nothing is touched when
+    the process already asks for IEEE.
+    """
+    import torch
+
+    state = _STATE
+    with state.lock:
+        if state.users == 0:
+            state.saved = state.ours = None
+            current = _precision_settings(torch)
+            if _unit_of(current) > IEEE_UNIT:
+                state.saved = current  # before setting: see float32_gemm_unit
+                try:
+                    # The legacy setter: it sets every backend to IEEE at once, so a reader in
+                    # another thread never meets a mix of the two APIs (torch raises on one).
+                    torch.set_float32_matmul_precision("highest")
+                except Exception:  # a release whose setter refuses: the call runs as configured
+                    state.saved = None
+                else:
+                    state.ours = _precision_settings(torch)
+        state.users += 1
+    try:
+        yield
+    finally:
+        with state.lock:
+            state.users -= 1
+            if state.users == 0 and state.saved is not None and state.ours is not None:
+                if _precision_settings(torch) == state.ours:
+                    # Best effort: a setter that refuses leaves IEEE, the safe side.
+                    with contextlib.suppress(Exception):
+                        _apply(torch, state.saved)
+                state.ours = None
+                state.saved = None  # after restoring: see float32_gemm_unit
