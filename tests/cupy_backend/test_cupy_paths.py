@@ -212,10 +212,10 @@ def test_filter_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.Mo
 
 
 def test_nearest_gives_up_with_backend_out_of_memory_at_the_floor(monkeypatch: pytest.MonkeyPatch) -> None:
-    def full(*_: object) -> None:
+    def full(*_: object, **__: object) -> None:
         raise CupyOutOfMemory("Out of memory allocating 512 bytes")
 
-    monkeypatch.setattr(_ops, "_pick", full)
+    monkeypatch.setattr(_ops, "pick_lowest", full)
     with pytest.raises(BackendOutOfMemory, match="out of memory even for 1"):
         _ops.nearest(KIT, np.zeros((20, 2), np.float32), np.ones((30, 2), np.float32), 4096)
 

@@ -130,6 +130,21 @@ def test_huge_and_tiny_wide_coordinates_are_exact(scale: float, device: _runtime
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
 
+@pytest.mark.parametrize("seed", [46, 65, 132])
+@pytest.mark.parametrize("device", [CPU, NO_DOUBLES], ids=["float64-device", "no-float64-device"])
+def test_wide_points_whose_squares_are_subnormal_are_exact(seed: int, device: _runtime.Device) -> None:
+    """A constant coordinate of 1 beside ones near 2**-70: the magnitude check passes, yet the
+    centred squares are float32 subnormals. Before the matrix path shared the core's scaled plan
+    (no scaling, no underflow term) these seeds each lost one true nearest."""
+    rng = np.random.default_rng(seed)
+    source = (rng.standard_normal((50, 8)) * 2.0 ** -70).astype(np.float32)
+    target = (rng.standard_normal((60, 8)) * 2.0 ** -70).astype(np.float32)
+    source[:, 0] = target[:, 0] = 1.0
+    expected = reference_nearest(source, target)
+    index, distance = _nearest.nearest(source, target, 4096, device)
+    assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
+
+
 def test_every_duplicate_target_goes_to_the_lowest_index() -> None:
     target = np.zeros((500, 2), np.float32)
     target[:7] = 5.0  # the lowest-indexed points are NOT the nearest

@@ -11,14 +11,17 @@ card otherwise (every CUDA device takes doubles), rounded once; tiled over the r
 Run with CuPy's default (IEEE) compute type even where ``CUPY_TF32=1`` made float32 products TF32.
 
 nearest_neighbours: the NumPy backend's matrix-product search, per chunk of source rows: one GEMM
-gives ``|t|^2 - 2 s.t`` in float32, every target within a proven rounding bound of a row's best
-is a candidate, and the candidates are settled exactly on the card in float64 (the contract's
-sum of squared differences in coordinate order), lowest index among equals. Where float32
-products are not IEEE (``CUPY_TF32=1``: inputs rounded to 10 bits) the search product runs in
-float64 instead, and the margin always uses the unit roundoff the product really has.
+gives ``|t|^2 - 2 s.t`` in float32 (:func:`spacr_accel_core.exact.expansion_plan`: scaled by a
+power of two, so float32 is safe at any magnitude), every target within a proven rounding bound of
+a row's best is a candidate, and the candidates are settled exactly on the card in float64
+(:func:`~spacr_accel_core.exact.exact_squared` and :func:`~spacr_accel_core.exact.pick_lowest` on
+CuPy arrays), lowest index among equals. Where float32 products are not IEEE (``CUPY_TF32=1``:
+inputs rounded to 10 bits) the search product runs in float64 instead, and the margin always uses
+the unit roundoff the product really has.
 
 Every loop is tiled from the memory free NOW, and a tile that runs out of memory is retried at
-half its size, down to a floor, before the primitive gives up with ``BackendOutOfMemory``.
+half its size, down to a floor, before the primitive gives up with ``BackendOutOfMemory``
+(:func:`spacr_accel_core.exact.tiled`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from spacr_accel_core import BackendOutOfMemory
+from spacr_accel_core.exact import EXACT_IN_FLOAT32, exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.exact import tiled as run_tiles
 
 from ._kit import Kit, ieee_unit, is_out_of_memory
 
@@ -36,19 +40,13 @@ __all__ = ["matmul", "maximum_filter", "nearest", "tiled"]
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
-_EXACT_IN_F32 = frozenset(
-    np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
-)
 _FILTER_BYTES_PER_PIXEL = 4 * 6  # the tile, its filtered copy, the NaN mask and its filtered copy
 _FLOOR_ROWS = 8
 
 
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], kit: Kit,
           what: str) -> None:
-    """Run ``step(start, stop)`` over ``range(total)``, halving a tile that runs out of memory.
-
-    The retry resumes at the tile that failed, so finished work is kept: a card another job fills
-    half-way through a plate costs smaller tiles, not the plate.
+    """:func:`spacr_accel_core.exact.tiled` with CuPy's out-of-memory test and ``kit``'s cache.
 
     :param total: items to cover.
     :param tile: items per tile to start with.
@@ -58,27 +56,8 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], k
     :param what: the operation, for the message.
     :raises BackendOutOfMemory: a tile of ``floor`` items still did not fit.
     """
-    tile = max(1, tile)
-    floor = max(1, min(floor, tile))
-    start = 0
-    while start < total:
-        stop = min(total, start + tile)
-        try:
-            step(start, stop)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            reason = f"{type(exc).__name__}: {exc}"
-        else:
-            start = stop
-            continue
-        # Outside the handler: the traceback, and the tile's arrays it holds, are gone.
-        kit.release()
-        if stop - start <= floor:
-            raise BackendOutOfMemory(
-                f"{kit.name} {what}: out of memory even for {stop - start} item(s) per pass: {reason}"
-            )
-        tile = max(floor, (stop - start) // 2)
+    run_tiles(total, tile, floor, step, is_out_of_memory=is_out_of_memory, release=kit.release,
+              label=f"{kit.name} {what}")
 
 
 # ---- maximum_filter ------------------------------------------------------------------------------
@@ -134,7 +113,7 @@ def matmul(kit: Kit, first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 def _matmul(kit: Kit, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     xp = kit.xp
-    exact = first.dtype in _EXACT_IN_F32 and second.dtype in _EXACT_IN_F32
+    exact = first.dtype in EXACT_IN_FLOAT32 and second.dtype in EXACT_IN_FLOAT32
     dtype = _F32 if exact else _F64
     left = np.ascontiguousarray(first, dtype=dtype)
     right = kit.to_device(np.ascontiguousarray(second, dtype=dtype))
@@ -165,25 +144,6 @@ def _matmul(kit: Kit, first: np.ndarray, second: np.ndarray) -> np.ndarray:
 # ---- nearest_neighbours --------------------------------------------------------------------------
 
 
-def _pick(kit: Kit, local: Any, cols: Any, exact: Any, count: int) -> tuple[Any, Any]:
-    """Per local row, the candidate with the smallest exact distance, then the lowest index.
-
-    One lexicographic sort (row, distance, index); the first of each row wins. Every row has at
-    least one candidate (its own best), so every row is written.
-    """
-    xp = kit.xp
-    keys = xp.stack([cols.astype(xp.float64), exact, local.astype(xp.float64)])
-    order = xp.lexsort(keys)
-    local, cols, exact = local[order], cols[order], exact[order]
-    first = xp.ones(local.shape[0], dtype=bool)
-    first[1:] = local[1:] != local[:-1]
-    index = xp.empty(count, dtype=xp.int64)
-    best = xp.empty(count, dtype=xp.float64)
-    index[local[first]] = cols[first]
-    best[local[first]] = exact[first]
-    return index, best
-
-
 def _gemm_plan(kit: Kit, work: np.dtype) -> tuple[np.dtype, float]:
     """``(dtype, unit roundoff)`` for the search product: the margin must use the rounding the
     product REALLY has. Reduced float32 products (TF32, bfloat16) move to float64, which the card
@@ -203,35 +163,12 @@ def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tup
     :param chunk: at most this many source rows per pass.
     """
     xp = kit.xp
-    n, m, dims = source.shape[0], target.shape[0], source.shape[1]
-    s64 = source.astype(np.float64)
-    t64 = target.astype(np.float64)
-    # Centring shrinks |s| and |t|, and with them the rounding margin and the candidate count.
-    centre = t64.mean(axis=0)
-    s_centred = s64 - centre
-    t_centred = t64 - centre
-    t_norm2 = np.square(t_centred).sum(axis=1)
-    # Coordinates whose float32 squares would overflow are searched in float64 (the card has it).
-    largest = float(max(np.abs(s_centred).max(), np.abs(t_centred).max()))
-    work = _F32 if largest < 2.0 ** 60 / np.sqrt(dims + 1) else _F64
-    work, unit = _gemm_plan(kit, work)
-    # One GEMM gives |t|^2 - 2 s.t directly: [-2 s, 1] . [t, |t|^2].
-    left = np.empty((n, dims + 1), dtype=work)
-    left[:, :dims] = -2.0 * s_centred
-    left[:, dims] = 1.0
-    right = np.empty((dims + 1, m), dtype=work)
-    right[:dims] = t_centred.T
-    right[dims] = t_norm2
-    s_length = np.sqrt(np.square(s_centred).sum(axis=1))
-    t_longest = float(np.sqrt(t_norm2.max()))
-    # A proven bound on |rounded expansion - exact| for any pair of this row (rounding of the
-    # centred coordinates, of |t|^2, of the dot product and of the sum), generously rounded up;
-    # the smallest normal number per term covers underflow.
-    margin = 2.0 * (2 * dims + 16) * unit * np.square(s_length + t_longest)
-    margin += 8.0 * (dims + 2) * float(np.finfo(work).tiny)
-    left_dev, right_dev = kit.to_device(left), kit.to_device(right)
-    margin_dev = kit.to_device(margin.astype(work))
-    s_dev, t_dev = kit.to_device(s64), kit.to_device(t64)
+    n, m = source.shape[0], target.shape[0]
+    work, unit = _gemm_plan(kit, _F32)
+    plan = expansion_plan(source, target, work, unit)
+    left_dev, right_dev = kit.to_device(plan.left), kit.to_device(plan.right)
+    margin_dev = kit.to_device(plan.margin)
+    s_dev, t_dev = kit.to_device(source.astype(np.float64)), kit.to_device(target.astype(np.float64))
     index = xp.empty(n, dtype=xp.int64)
     best = xp.empty(n, dtype=xp.float64)
     rows = max(1, min(chunk, kit.budget() // max(1, m * (work.itemsize + 2))))
@@ -242,11 +179,9 @@ def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tup
         local, cols = xp.nonzero(approx <= threshold[:, None])
         del approx
         cols = cols.astype(xp.int64)
-        # The verdict: the contract's float64 arithmetic, one rounding per operation, in order.
-        exact = xp.square(s_dev[start + local, 0] - t_dev[cols, 0])
-        for axis in range(1, dims):
-            exact += xp.square(s_dev[start + local, axis] - t_dev[cols, axis])
-        index[start:stop], best[start:stop] = _pick(kit, local, cols, exact, stop - start)
+        # The verdict, on the card: the contract's float64 arithmetic, then its tie rule.
+        exact = exact_squared(s_dev, t_dev, start + local, cols)
+        index[start:stop], best[start:stop] = pick_lowest(local, cols, exact, stop - start, xp=xp)
 
     tiled(n, rows, 1, step, kit, "nearest_neighbours")
     squared = kit.to_host(best)

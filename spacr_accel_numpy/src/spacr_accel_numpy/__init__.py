@@ -7,7 +7,9 @@ and NumPy's own ``@``. Registered under the ``spacr_accel`` entry point ``numpy`
 
 from __future__ import annotations
 
+from spacr_accel_core.exact import exact_squared  # re-exported: it moved to the core, for every backend
+
 from ._filter import window_maximum
-from ._nearest import exact_squared, nearest
+from ._nearest import nearest
 
 __all__ = ["exact_squared", "nearest", "window_maximum"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core.exact import EXACT_IN_FLOAT32
 
 from ._filter import window_maximum
 from ._nearest import nearest
@@ -14,11 +15,6 @@ PRIORITY = 100.0
 """Lowest of the three shipped backends: everything else is tried first, this always answers."""
 
 _F32 = np.dtype(np.float32)
-# Operands whose every value float32 holds exactly are multiplied in float32 (what the seed did
-# on every backend); wider ones in float64 and rounded once, which is no less accurate.
-_EXACT_IN_F32 = frozenset(
-    np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
-)
 
 
 @hookimpl
@@ -36,7 +32,7 @@ def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
 def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     if first.dtype is _F32 and second.dtype is _F32:  # the per-tile case, first and cheap
         product = np.matmul(first, second)
-    elif first.dtype in _EXACT_IN_F32 and second.dtype in _EXACT_IN_F32:
+    elif first.dtype in EXACT_IN_FLOAT32 and second.dtype in EXACT_IN_FLOAT32:
         product = np.matmul(first if first.dtype == _F32 else first.astype(_F32),
                             second if second.dtype == _F32 else second.astype(_F32))
     else:

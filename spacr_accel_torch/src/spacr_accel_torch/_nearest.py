@@ -15,14 +15,17 @@ of all 1,563 at 100,000 points). Everything is batched tensor arithmetic, so the
 code runs on a CPU and a GPU. WIDE POINT SETS use the ``|t|^2 - 2 s.t`` matrix product, one GEMM
 per chunk, as the NumPy backend does.
 
-EXACTNESS. The fast search runs in float32 (float64 for coordinates so large that float32
-squares would overflow, and for the matrix product whenever the process allowed TF32 or bfloat16
-float32 products: see :func:`_gemm_plan`). Its rounding error is bounded (relative for the direct differences,
-absolute for the matrix product), so it only NOMINATES: every target within that bound of a row's
-best is a candidate, and the winner is chosen by the contract's arithmetic, the float64 sum of
-squared coordinate differences in coordinate order, lowest target index among equals. That
-verdict runs on the device when it takes float64, else on the host in NumPy; either way the
-indices and distances equal the NumPy backend's exactly, whatever ``chunk`` is.
+EXACTNESS. The fast search runs in float32: the block search in float64 for coordinates so large
+(or small) that float32 squares would overflow (or underflow); the matrix product follows
+:func:`spacr_accel_core.exact.expansion_plan`, whose power-of-two scaling makes float32 safe at any
+magnitude, and runs in float64 whenever the process allowed TF32 or bfloat16 float32 products (see
+:func:`_gemm_plan`). Its rounding error is bounded (relative for the direct differences, absolute
+for the matrix product), so it only NOMINATES: every target within that bound of a row's best is a
+candidate, and the winner is chosen by the contract's arithmetic
+(:func:`spacr_accel_core.exact.exact_squared`: the float64 sum of squared coordinate differences
+in coordinate order, lowest target index among equals). That verdict runs on the device when it
+takes float64, else on the host in NumPy; either way the indices and distances equal the NumPy
+backend's exactly, whatever ``chunk`` is.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import math
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from spacr_accel_core.exact import exact_squared, expansion_plan, pick_lowest
 
 from ._runtime import IEEE_UNIT, Device, budget, float32_gemm_unit, tensor, tiled
 
@@ -48,7 +53,8 @@ _I64 = np.dtype(np.int64)
 
 
 def _float32_fits(source: np.ndarray, target: np.ndarray) -> bool:
-    """Whether float32 squared distances can neither overflow nor all drown in underflow here."""
+    """Whether the block search's float32 squared differences can neither overflow nor all drown
+    in underflow here (the matrix product needs no such test: its plan scales the points)."""
     dims = source.shape[1]
     largest = max(float(np.abs(source).max()), float(np.abs(target).max()))
     # |s - t| <= 2 * largest; D squares of that must stay below float32's 2^128.
@@ -72,22 +78,6 @@ def _bounds(dims: int, dtype: torch.dtype) -> tuple[float, float]:
 # ---- the exact verdict ---------------------------------------------------------------------------
 
 
-def _exact_device(s64: torch.Tensor, t64: torch.Tensor, rows: torch.Tensor,
-                  cols: torch.Tensor) -> torch.Tensor:
-    """The contract's squared distances of pairs, on the device, in float64, coordinates in order.
-
-    Each operation is its own kernel, so nothing fuses a multiply into an add: every step rounds
-    exactly as NumPy's does, and the sums are bit-identical to the NumPy backend's.
-    """
-    total: torch.Tensor | None = None
-    for axis in range(s64.shape[1]):
-        diff = s64[rows, axis] - t64[cols, axis]
-        square = diff * diff
-        total = square if total is None else total + square
-    assert total is not None  # D >= 1 is guaranteed by the core
-    return total
-
-
 def _pick_device(local: torch.Tensor, cols: torch.Tensor, exact: torch.Tensor,
                  count: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per local row, the candidate with the smallest exact distance, then the lowest index."""
@@ -101,41 +91,19 @@ def _pick_device(local: torch.Tensor, cols: torch.Tensor, exact: torch.Tensor,
     return chosen, best
 
 
-def _exact_host(source: np.ndarray, target: np.ndarray, rows: np.ndarray,
-                cols: np.ndarray) -> np.ndarray:
-    """The contract's squared distances of pairs, in NumPy, for a device that refuses float64."""
-    s64 = source[rows].astype(np.float64)
-    t64 = target[cols].astype(np.float64)
-    total: np.ndarray = np.square(s64[:, 0] - t64[:, 0])
-    for axis in range(1, source.shape[1]):
-        total += np.square(s64[:, axis] - t64[:, axis])
-    return total
-
-
-def _pick_host(local: np.ndarray, cols: np.ndarray, exact: np.ndarray,
-               count: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((cols, exact, local))
-    local, cols, exact = local[order], cols[order], exact[order]
-    first = np.ones(local.shape[0], dtype=bool)
-    first[1:] = local[1:] != local[:-1]
-    index = np.empty(count, dtype=np.int64)
-    best = np.empty(count, dtype=np.float64)
-    index[local[first]] = cols[first]
-    best[local[first]] = exact[first]
-    return index, best
-
-
 class _Verdict:
     """Collects candidate pairs pass by pass and settles each source row exactly.
 
     On a float64 device the points are kept there in float64 and only the answers come back; on
-    Metal the candidate pairs come to the host, where NumPy decides.
+    Metal the candidate pairs come to the host, where NumPy decides. Either way the distances are
+    :func:`~spacr_accel_core.exact.exact_squared`'s (one operation per step, each its own kernel,
+    so nothing fuses a multiply into an add), bit-identical to the NumPy backend's.
     """
 
     def __init__(self, source: np.ndarray, target: np.ndarray, device: Device) -> None:
         import torch
 
-        self.source, self.target, self.device = source, target, device
+        self.device = device
         n = source.shape[0]
         self.on_device = device.float64
         if self.on_device:
@@ -144,6 +112,8 @@ class _Verdict:
             self.index_dev = torch.empty(n, dtype=torch.int64, device=device.torch)
             self.best_dev = torch.empty(n, dtype=torch.float64, device=device.torch)
         else:
+            self.s64_host = source.astype(np.float64)
+            self.t64_host = target.astype(np.float64)
             self.index = np.empty(n, dtype=np.int64)
             self.best = np.empty(n, dtype=np.float64)
 
@@ -157,7 +127,7 @@ class _Verdict:
         """
         count = row_ids.shape[0]
         if self.on_device:
-            exact = _exact_device(self.s64, self.t64, row_ids[local], cols)
+            exact = exact_squared(self.s64, self.t64, row_ids[local], cols)
             chosen, best = _pick_device(local, cols, exact, count)
             self.index_dev[row_ids] = chosen
             self.best_dev[row_ids] = best
@@ -165,8 +135,8 @@ class _Verdict:
         rows_np = row_ids.cpu().numpy()
         local_np = local.cpu().numpy()
         cols_np = cols.cpu().numpy()
-        exact_np = _exact_host(self.source, self.target, rows_np[local_np], cols_np)
-        chosen_np, best_np = _pick_host(local_np, cols_np, exact_np, count)
+        exact_np = exact_squared(self.s64_host, self.t64_host, rows_np[local_np], cols_np)
+        chosen_np, best_np = pick_lowest(local_np, cols_np, exact_np, count)
         self.index[rows_np] = chosen_np
         self.best[rows_np] = best_np
 
@@ -359,37 +329,19 @@ def _gemm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 
 
 def _matrix(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
-            dtype: torch.dtype, verdict: _Verdict) -> None:
+            verdict: _Verdict) -> None:
+    """The ``|t|^2 - 2 s.t`` search (:func:`~spacr_accel_core.exact.expansion_plan`): scaled by a
+    power of two, so float32 is safe at any magnitude, on any device."""
     import torch
 
     where = device.torch
-    n, m, dims = source.shape[0], target.shape[0], source.shape[1]
-    s64 = source.astype(np.float64)
-    t64 = target.astype(np.float64)
-    # Centring shrinks |s| and |t|, and with them the rounding margin and the candidate count.
-    centre = t64.mean(axis=0)
-    s_centred = s64 - centre
-    t_centred = t64 - centre
-    t_norm2 = np.square(t_centred).sum(axis=1)
-    dtype, unit = _gemm_plan(dtype, device)
-    np_dtype = np.float32 if dtype == torch.float32 else np.float64
-    # One GEMM gives |t|^2 - 2 s.t directly: [-2 s, 1] . [t, |t|^2].
-    left = np.empty((n, dims + 1), dtype=np_dtype)
-    left[:, :dims] = -2.0 * s_centred
-    left[:, dims] = 1.0
-    right = np.empty((dims + 1, m), dtype=np_dtype)
-    right[:dims] = t_centred.T
-    right[dims] = t_norm2
-    s_length = np.sqrt(np.square(s_centred).sum(axis=1))
-    t_longest = float(np.sqrt(t_norm2.max()))
-    # A proven bound on |rounded expansion - exact| for any pair of this row (rounding of the
-    # centred coordinates, of |t|^2, of the dot product and of the sum), generously rounded up.
-    margin = 2.0 * (2 * dims + 16) * unit * np.square(s_length + t_longest)
-    left_dev = torch.from_numpy(left).to(where)
-    right_dev = torch.from_numpy(right).to(where)
-    margin_dev = torch.from_numpy(margin.astype(np_dtype)).to(where)
-    itemsize = left.dtype.itemsize
-    rows = max(1, min(chunk, budget(device) // max(1, m * (itemsize + 2))))
+    n, m = source.shape[0], target.shape[0]
+    dtype, unit = _gemm_plan(torch.float32, device)
+    plan = expansion_plan(source, target, np.float32 if dtype == torch.float32 else np.float64, unit)
+    left_dev = torch.from_numpy(plan.left).to(where)
+    right_dev = torch.from_numpy(plan.right).to(where)
+    margin_dev = torch.from_numpy(plan.margin).to(where)
+    rows = max(1, min(chunk, budget(device) // max(1, m * (plan.left.dtype.itemsize + 2))))
 
     def step(start: int, stop: int) -> None:
         approx = _gemm(left_dev[start:stop], right_dev)
@@ -415,16 +367,17 @@ def nearest(source: np.ndarray, target: np.ndarray, chunk: int,
     """
     import torch
 
-    dtype = torch.float32
-    if not _float32_fits(source, target):
-        dtype = torch.float64
-        if not device.float64:
-            # Coordinates beyond float32's squares on a device without doubles: the CPU decides.
-            device = Device(torch.device("cpu"), True)
-    verdict = _Verdict(source, target, device)
     if source.shape[1] >= WIDE:
-        _matrix(source, target, chunk, device, dtype, verdict)
+        verdict = _Verdict(source, target, device)
+        _matrix(source, target, chunk, device, verdict)
     else:
+        dtype = torch.float32
+        if not _float32_fits(source, target):
+            dtype = torch.float64
+            if not device.float64:
+                # Coordinates beyond float32's squares on a device without doubles: the CPU decides.
+                device = Device(torch.device("cpu"), True)
+        verdict = _Verdict(source, target, device)
         _blocks(source, target, chunk, device, dtype, verdict)
     index, squared = verdict.result()
     return index, np.sqrt(squared).astype(_F32)

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from spacr_accel_core.exact import EXACT_IN_FLOAT32
+
 from ._runtime import Device, budget, ieee_float32, tensor, tiled
 
 if TYPE_CHECKING:
@@ -32,11 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["matmul", "maximum_filter"]
 
 _F32 = np.dtype(np.float32)
-_EXACT_IN_F32 = frozenset(
-    np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
-)
-"""Dtypes every value of which float32 holds exactly: these multiply in float32, like the NumPy
-backend, so the two agree to the rounding of one float32 product."""
 
 _CPU_STRIPE_BYTES = 1 << 22
 """One CPU stripe with its halo and scratch (85 rows of a 4096-wide field): the fastest of 0.5 to
@@ -177,7 +174,7 @@ def _compute_dtype(first: np.ndarray, second: np.ndarray, device: Device) -> np.
     NumPy backend, on a device that accepts doubles; Metal never receives one: they are rounded
     to float32 on the host first, the best that device can do.
     """
-    if first.dtype in _EXACT_IN_F32 and second.dtype in _EXACT_IN_F32:
+    if first.dtype in EXACT_IN_FLOAT32 and second.dtype in EXACT_IN_FLOAT32:
         return _F32
     return np.dtype(np.float64) if device.float64 else _F32
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
+from spacr_accel_core.exact import tiled as run_tiles
 
 if TYPE_CHECKING:
     import torch
@@ -227,10 +228,7 @@ def budget(device: Device) -> int:
 
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], device: Device,
           what: str) -> None:
-    """Run ``step(start, stop)`` over ``range(total)`` in tiles, halving a tile that runs out of memory.
-
-    The retry resumes at the tile that failed, so work already done is kept: a card another job
-    fills half-way through a plate costs a few smaller tiles, not the plate.
+    """:func:`spacr_accel_core.exact.tiled` with torch's out-of-memory test and ``device``'s cache.
 
     :param total: items to cover.
     :param tile: items per tile to start with (at least 1).
@@ -240,28 +238,8 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], d
     :param what: the operation, for the message.
     :raises BackendOutOfMemory: a tile of ``floor`` items still did not fit.
     """
-    tile = max(1, tile)
-    floor = max(1, min(floor, tile))
-    start = 0
-    while start < total:
-        stop = min(total, start + tile)
-        try:
-            step(start, stop)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            reason = _first_line(exc)
-        else:
-            start = stop
-            continue
-        # Outside the handler, so the traceback (and the tile's tensors it holds) is already gone.
-        release(device)
-        if stop - start <= floor:
-            raise BackendOutOfMemory(
-                f"torch {what}: the device is out of memory even for {stop - start} item(s) per pass "
-                f"(the floor): {reason}"
-            )
-        tile = max(floor, (stop - start) // 2)
+    run_tiles(total, tile, floor, step, is_out_of_memory=is_out_of_memory,
+              release=lambda: release(device), label=f"torch {what}")
 
 
 # ---- host arrays in ----------------------------------------------------------------------------

@@ -81,6 +81,9 @@ def assert_same_field(got: np.ndarray, expected: np.ndarray) -> None:
 def reference_nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The contract's nearest neighbours, plainly: every pair, float64, coordinates in order.
 
+    Deliberately written out here rather than built on :mod:`spacr_accel_core.exact`, which the
+    shipped backends use: a reference that shared their code would share their bugs.
+
     :param source: ``(N, D)`` points (taken as float32, like the ops do).
     :param target: ``(M, D)`` points.
     :returns: int64 indices (first minimum: the lowest index on a tie) and float32 distances.

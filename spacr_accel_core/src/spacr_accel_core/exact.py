@@ -1,0 +1,237 @@
+"""The exact nearest-neighbour machinery every backend shares: for third-party backend authors.
+
+WHAT "NEAREST" MEANS. The contract's distance between two points is the float64 sum, coordinate
+by coordinate IN ORDER, of the squared differences of their float32 coordinates
+(:func:`exact_squared`); a source's nearest target is the one with the smallest such sum, and
+among equal sums the lowest index (:func:`pick_lowest`). Any other arithmetic (a float32 sum, a
+different order, a fused multiply-add, ``|t|^2 - 2 s.t``) rounds differently and, on real data,
+picks a different neighbour hundreds of times in 100,000; so every backend gives the same answer
+only if the final verdict is this one.
+
+HOW TO BE FAST AND STILL EXACT. Search with any fast, rounded arithmetic, but let it only
+NOMINATE: every target whose rounded distance is within a proven error bound of the row's
+rounded best is a candidate, and the candidates are settled by the arithmetic above.
+:func:`expansion_plan` prepares the most useful such search, one matrix product giving
+``|t|^2 - 2 s.t`` for every pair, together with its bound; :func:`tiled` runs any per-tile work
+on a device that may run out of memory half-way.
+
+This module needs only NumPy and is cheap to import. :func:`exact_squared` uses nothing but
+indexing and arithmetic operators, and :func:`pick_lowest` the ``xp`` namespace passed in, so a
+backend may hand them CuPy arrays (and the former torch tensors) and keep the verdict on the card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Final
+
+import numpy as np
+
+from ._errors import BackendOutOfMemory
+
+__all__ = ["EXACT_IN_FLOAT32", "ExpansionPlan", "exact_squared", "expansion_plan", "pick_lowest", "tiled"]
+
+EXACT_IN_FLOAT32: Final[frozenset[np.dtype]] = frozenset(
+    np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
+)
+"""The dtypes every value of which float32 holds exactly. ``matmul`` multiplies operands of these
+in float32 (what the seed did on every backend) and wider ones (int32, int64, float64) in float64,
+rounded once to float32: no less accurate, so every backend agrees to one float32 rounding."""
+
+
+def exact_squared(source: Any, target: Any, rows: Any = None, cols: Any = None) -> Any:
+    """The contract's squared distances of pairs of points: float64, coordinates summed in order.
+
+    ``total = d0*d0; total += d1*d1; ...`` with ``dk = source[..., k] - target[..., k]``: one
+    rounding per operation, in the same order everywhere, so any two implementations that follow
+    it agree bit for bit (a device that fuses the multiply into the add does NOT: run each step as
+    its own operation there).
+
+    :param source: float64 ``(P, D)`` points (or any shape broadcasting against ``target`` with the
+        coordinates last). NumPy, or any array type with NumPy's indexing and operators (CuPy
+        arrays, torch tensors: the torch backend runs its on-device verdict through this).
+        Convert float32 inputs to float64 first: the differences must not round in float32.
+    :param target: float64 points, likewise.
+    :param rows: optional integer indices: pair ``source[rows]`` instead of ``source``, gathered
+        one coordinate at a time, so no ``(P, D)`` copy of the gathered points is made.
+    :param cols: optional integer indices into ``target``, likewise (give both or neither).
+    :returns: the float64 squared distances, of the broadcast shape without the last axis.
+    """
+    if (rows is None) != (cols is None):
+        raise ValueError("exact_squared: give both rows and cols, or neither")
+
+    def difference(axis: int) -> Any:
+        if rows is None:
+            return source[..., axis] - target[..., axis]
+        return source[rows, axis] - target[cols, axis]
+
+    first = difference(0)
+    total = first * first
+    for axis in range(1, source.shape[-1]):
+        step = difference(axis)
+        total += step * step
+    return total
+
+
+def pick_lowest(rows: Any, cols: Any, squared: Any, count: int, *,
+                xp: ModuleType = np) -> tuple[Any, Any]:
+    """Per row, the candidate with the smallest exact squared distance, then the lowest column.
+
+    One lexicographic sort by (row, distance, column); the first candidate of each row wins. This
+    is the contract's tie rule: among targets at equal distance the lowest index.
+
+    :param rows: int ``(P,)`` row of each candidate pair, in ``range(count)``.
+    :param cols: int ``(P,)`` target index of each pair (below 2**53).
+    :param squared: float64 ``(P,)`` exact squared distances (:func:`exact_squared`).
+    :param count: how many rows; every one must have at least one candidate.
+    :param xp: the array namespace of the inputs: NumPy, or CuPy to pick on the card.
+    :returns: ``(index, best)``: int64 and float64 arrays of length ``count``.
+    :raises ArithmeticError: a row had no candidate. A correct search always nominates at least
+        each row's own rounded best, so this is a broken (non-finite) error bound; returning the
+        uninitialised entries would hand garbage indices to the caller.
+    """
+    # One (3, P) array of keys, the last the primary: CuPy's lexsort takes only that form, and
+    # indices below 2**53 are exact in float64.
+    keys = xp.stack([cols.astype(xp.float64), squared.astype(xp.float64, copy=False),
+                     rows.astype(xp.float64)])
+    order = xp.lexsort(keys)
+    rows, cols, squared = rows[order], cols[order], squared[order]
+    first = xp.ones(rows.shape[0], dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]
+    if int(xp.count_nonzero(first)) != count:
+        raise ArithmeticError("nearest_neighbours: a row had no candidate (non-finite margin)")
+    index = xp.empty(count, dtype=xp.int64)
+    best = xp.empty(count, dtype=xp.float64)
+    index[rows[first]] = cols[first]
+    best[rows[first]] = squared[first]
+    return index, best
+
+
+@dataclass(frozen=True)
+class ExpansionPlan:
+    """The operands of the ``|t|^2 - 2 s.t`` search and the error bound of its result.
+
+    ``approx = left @ right`` is ``(N, M)``; for row ``i`` every column ``j`` with
+    ``approx[i, j] <= approx[i].min() + margin[i]`` is a candidate, and the true nearest (by
+    :func:`exact_squared`) is always among them. ``approx`` is a distance only up to a per-row
+    offset and a positive scale, both irrelevant to which column is smallest.
+
+    :param left: ``(N, D + 1)`` C-contiguous, the work dtype: ``[-2 s, 1]``.
+    :param right: ``(D + 1, M)`` C-contiguous, the work dtype: ``[t, |t|^2]`` (transposed).
+    :param margin: ``(N,)``, the work dtype, rounded up from the float64 bound: the comparison
+        above may be made entirely in the work dtype.
+    """
+
+    left: np.ndarray
+    right: np.ndarray
+    margin: np.ndarray
+
+
+def expansion_plan(source: np.ndarray, target: np.ndarray, work_dtype: Any,
+                   unit_roundoff: float) -> ExpansionPlan:
+    """Prepare the one-GEMM nearest-neighbour search and its proven error margin.
+
+    WHY THIS FORM. ``|s - t|^2 = |s|^2 + (|t|^2 - 2 s.t)``, and the bracket for every pair is one
+    matrix product ``[-2 s, 1] . [t, |t|^2]``, D + 1 deep: the fastest way to rank many wide points
+    on any BLAS or card. Its rounding is bounded, so it nominates (see :class:`ExpansionPlan`).
+
+    WHY CENTRE AND SCALE. Centring on the target mean (in float64) shrinks ``|s|`` and ``|t|``, and
+    with them the margin and the candidate count. Scaling by a power of two (exact) then brings the
+    largest coordinate into [1, 2): float32 neither overflows (coordinates near 1e19 square past
+    float32's range) nor underflows (near 1e-22 every square is zero), whatever the magnitude, so
+    float32 is a safe work dtype for any finite input. Distances only scale, so the order is kept.
+
+    THE MARGIN. With ``u`` the unit roundoff, each of a row's ``approx`` values is within
+    ``(D + 3) u (|s| + |t|)^2`` of its real value (the rounding of the inputs, of ``|t|^2``, and of
+    a D + 1 term dot product in any order), and within ``8 (D + 1)`` smallest normal numbers
+    (``tiny``) more where values underflow: after scaling no input exceeds 4 in magnitude, so an
+    input, a product or a partial sum flushed to zero costs at most a few ``tiny`` per term, even
+    on a device that flushes subnormals. A candidate test compares two such values (twice the
+    bound), adds one rounding for the threshold, and must also admit the float64 reference's own
+    rounding, ``(D + 2)`` float64 units. The margin is
+    ``2 (2 D + 16) u (|s| + max|t|)^2 + 16 (D + 2) tiny``, several times all that.
+
+    :param source: ``(N, D)`` finite points (float32 in the contract), N >= 1.
+    :param target: ``(M, D)`` finite points, M >= 1.
+    :param work_dtype: float32 or float64: the dtype the caller's GEMM runs in.
+    :param unit_roundoff: the unit roundoff the caller's GEMM really has in that dtype (2**-24 for
+        IEEE float32; larger where a device rounds inputs to TF32 or bfloat16). The larger of it and
+        ``work_dtype``'s own is used.
+    """
+    work = np.dtype(work_dtype)
+    if work not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"expansion_plan: work_dtype must be float32 or float64, not {work}")
+    n, m, dims = source.shape[0], target.shape[0], source.shape[1]
+    t_centred = target.astype(np.float64)
+    centre = t_centred.mean(axis=0)
+    t_centred -= centre
+    s_centred = source.astype(np.float64) - centre
+    largest = max(float(np.abs(s_centred).max(initial=0.0)), float(np.abs(t_centred).max(initial=0.0)))
+    if largest > 0:
+        scale = 2.0 ** -np.floor(np.log2(largest))
+        s_centred *= scale
+        t_centred *= scale
+    t_norm2 = exact_squared(t_centred, np.zeros(dims))
+    left = np.empty((n, dims + 1), dtype=work)
+    left[:, :dims] = -2.0 * s_centred
+    left[:, dims] = 1.0
+    right = np.empty((dims + 1, m), dtype=work)
+    right[:dims] = t_centred.T
+    right[dims] = t_norm2
+    unit = max(float(unit_roundoff), float(np.finfo(work).eps) / 2)
+    s_length = np.sqrt(exact_squared(s_centred, np.zeros(dims)))
+    t_longest = float(np.sqrt(t_norm2.max(initial=0.0)))
+    bound = (2.0 * (2 * dims + 16) * unit * np.square(s_length + t_longest)
+             + 16.0 * (dims + 2) * float(np.finfo(work).tiny))
+    margin = bound.astype(work)
+    # Round up, never down: the cast to float32 may lose the last bit of the bound.
+    margin = np.where(margin < bound, np.nextafter(margin, work.type(np.inf)), margin)
+    return ExpansionPlan(left, right, np.ascontiguousarray(margin, dtype=work))
+
+
+def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *,
+          is_out_of_memory: Callable[[BaseException], bool], release: Callable[[], None],
+          label: str) -> None:
+    """Run ``step(start, stop)`` over ``range(total)`` in tiles, halving a tile that runs out of memory.
+
+    WHY. A card is often shared, so the room a primitive measured at its start may be gone half-way
+    through a plate. The retry resumes at the tile that failed, so work already done is kept: a
+    card another job fills costs a few smaller tiles, not the plate. Only at the floor does it give
+    up with :class:`~spacr_accel_core.BackendOutOfMemory`, which the dispatcher reads as "try the
+    next backend". Any error that is not out-of-memory propagates unchanged (a bug is not a busy
+    card).
+
+    :param total: items to cover.
+    :param tile: items per tile to start with (at least 1 is used).
+    :param floor: the smallest tile worth trying; a failure at or below it gives up.
+    :param step: does one tile; may raise anything.
+    :param is_out_of_memory: whether an exception ``step`` raised means "out of memory" (the
+        library's own class or words: CuPy raises a MemoryError, torch a RuntimeError).
+    :param release: hands cached blocks back to the driver; called before every retry, outside the
+        exception handler, so the failed tile's arrays (held by the traceback) are already gone.
+    :param label: who is running what, for the message, e.g. ``"cupy nearest_neighbours"``.
+    :raises BackendOutOfMemory: a tile of ``floor`` items (or fewer) still did not fit.
+    """
+    tile = max(1, tile)
+    floor = max(1, min(floor, tile))
+    start = 0
+    while start < total:
+        stop = min(total, start + tile)
+        try:
+            step(start, stop)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            lines = str(exc).strip().splitlines()
+            reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+        else:
+            start = stop
+            continue
+        release()
+        if stop - start <= floor:
+            raise BackendOutOfMemory(
+                f"{label}: out of memory even for {stop - start} item(s) per pass (the floor): {reason}"
+            )
+        tile = max(floor, (stop - start) // 2)
