@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-HEAVY = ("torch", "cupy", "cupyx", "scipy.spatial", "scipy.ndimage")
+HEAVY = ("torch", "cupy", "cupyx", "scipy", "scipy.spatial", "scipy.ndimage")
 
 
 def modules_after(code: str) -> set[str]:
@@ -29,5 +29,11 @@ def test_import_ops_pulls_in_no_vendor_library():
 
 def test_import_core_pulls_in_no_vendor_library():
     loaded = modules_after("import spacr_accel_core")
-    assert not {"torch", "cupy", "scipy.spatial"} & loaded
+    assert not {"torch", "cupy", "scipy"} & loaded
+
+
+def test_import_every_core_module_pulls_in_no_vendor_library():
+    loaded = modules_after("import spacr_accel_core.ops, spacr_accel_core.exact, spacr_accel_core.accelerator")
+    assert {"spacr_accel_core.exact", "spacr_accel_core.accelerator"} <= loaded  # the control
+    assert not {"torch", "cupy", "cupyx", "scipy"} & loaded
 

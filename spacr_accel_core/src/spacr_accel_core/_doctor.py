@@ -34,7 +34,10 @@ from typing import Any
 SCHEMA_VERSION = 1
 """Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
 
-OVERRIDES = ("SPACR_ACCEL_BACKENDS", "SPACR_ACCEL_DISABLE", "SPACR_DEVICE", "SPACR_ACCEL_PROBE_TIMEOUT")
+OVERRIDES = (
+    "SPACR_ACCEL_BACKENDS", "SPACR_ACCEL_DISABLE", "SPACR_DEVICE", "SPACR_ACCEL_PROBE_TIMEOUT",
+    "SPACR_ACCEL_TORCH_PASS_BYTES", "SPACR_ACCEL_CUPY_PASS_BYTES", "CUPY_TF32", "PYTORCH_ENABLE_MPS_FALLBACK",
+)
 """The environment variables that change what spacr-accel does, reported whether set or not."""
 
 ACCELERATOR_FIELDS = (

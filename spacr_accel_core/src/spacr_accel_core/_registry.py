@@ -122,6 +122,31 @@ def _malformed_info(info: object) -> str | None:
     return None
 
 
+def _read_entry_points() -> tuple[list[importlib.metadata.EntryPoint], list[_Plugin]]:
+    """The ``spacr_accel`` entry points, and a faulty row for each distribution whose metadata
+    cannot be read.
+
+    ``entry_points(group=...)`` parses every installed distribution's ``entry_points.txt``, and one
+    malformed line anywhere (a broken third-party wheel) makes it raise; that must cost that
+    distribution, not every call. So on failure the distributions are read one at a time.
+    """
+    try:
+        return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)), []
+    except Exception:  # a malformed entry_points.txt somewhere: find it below
+        logger.debug("reading entry points failed; reading each distribution in turn", exc_info=True)
+    found: list[importlib.metadata.EntryPoint] = []
+    broken: list[_Plugin] = []
+    for dist in importlib.metadata.distributions():
+        try:
+            found.extend(ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP)
+        except Exception as exc:
+            name = dist.metadata["Name"] or "(unnamed)"
+            logger.warning("the entry points of %s cannot be read: %s", name, _describe(exc))
+            broken.append(_Plugin(f"({name})", None, name, dist.version or "", "faulty",
+                                  f"its entry_points.txt cannot be read: {_describe(exc)}"))
+    return found, broken
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
@@ -192,7 +217,9 @@ class Registry:
 
     def _entry_points(self, disabled: tuple[str, ...]) -> Iterator[_Plugin]:
         seen: dict[str, str] = {}
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found, broken = _read_entry_points()
+        yield from broken
+        for ep in found:
             dist = getattr(ep, "dist", None)
             dist_name = dist.metadata["Name"] if dist is not None else "(unknown)"
             version = dist.version if dist is not None else ""
@@ -247,6 +274,7 @@ class Registry:
             p.name
             for p in sorted(plugins.values(), key=_priority_key)
             if p.status == "ok" and p.info is not None and p.info.usable and p.name != FLOOR
+            and p.operations  # a prober that states a priority is not a backend
         )
         if FLOOR in plugins and plugins[FLOOR].status == "ok":
             ranked += (FLOOR,)  # the floor is tried last whatever its priority: it always answers
@@ -416,7 +444,9 @@ class Registry:
                 order = tuple(
                     available[n] for n in names
                     if n in available and (gpu or not available[n].accelerated)
-                    and (n, operation) not in self._faults
+                    # The floor is never quarantined: a fault there is about one input (and
+                    # is raised to that caller), and without it nothing would answer again.
+                    and (n == FLOOR or (n, operation) not in self._faults)
                 )
                 snapshot.order_cache[key] = order
         return order

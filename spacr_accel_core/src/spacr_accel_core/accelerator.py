@@ -1036,12 +1036,18 @@ def empty_cache(torch_module: Any = None) -> str:
         impls = _hookimpls(hook, _probe_timeout())
         if isinstance(impls, _NoPlugins):
             return ""
+        timeout = _probe_timeout()
         for name, function in impls:
-            try:
-                made = _call_hook(function, {"torch": torch_module, "found": found})
-            except Exception as exc:  # one plugin failing to free memory is no reason to raise
-                _warn_once(hook, name, "error", "plugin %r failed to empty its cache: %s", name, _describe(exc))
+            # Bounded like a probe: a driver that hangs while freeing memory must not hang the
+            # caller, and a plugin's SystemExit is caught with the rest.
+            outcome = _bounded(
+                functools.partial(_call_hook, function, {"torch": torch_module, "found": found}),
+                timeout, f"empty_cache {name}")
+            if outcome.timed_out or outcome.error is not None:
+                why = "timed out" if outcome.timed_out else _describe(outcome.error)  # type: ignore[arg-type]  # error is set when not timed out
+                _warn_once(hook, name, "error", "plugin %r failed to empty its cache: %s", name, why)
                 continue
+            made = outcome.value
             if isinstance(made, str) and made:
                 return made
         return ""
@@ -1062,6 +1068,13 @@ def _after_fork_in_child() -> None:
     global _LOCK, _FLOW_PATCH_LOCK  # noqa: PLW0603  (the module's locks are replaced, not mutated: that is the fix)
     _LOCK = threading.Lock()
     _FLOW_PATCH_LOCK = threading.Lock()
+    # Work the parent abandoned (a timed-out probe or discovery) has no thread in the child, so
+    # its "done" event would never be set: forget it, and any answer that was waiting on it.
+    _STUCK.done, _STUCK.bound = None, None
+    if _CACHE.pending:
+        _CACHE.accelerator, _CACHE.pending = None, ()
+    if _CACHE.engines_pending:
+        _CACHE.engines, _CACHE.engines_pending = None, ()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX only; Windows has no fork to survive

@@ -123,6 +123,13 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     if window <= 1 or array.size == 0:
         REGISTRY.record_core("maximum_filter")
         return array.astype(_F32, copy=True)
+    # A window wider than twice the field is the same window: with the edge repeated, one of
+    # 2 * max(h, w) - 1 already covers every row and column from any pixel. Capping it keeps a
+    # huge size from asking a backend for a huge buffer.
+    window = min(window, 2 * max(array.shape) - 1)
+    if window == 1:  # a single pixel: its window's maximum is itself
+        REGISTRY.record_core("maximum_filter")
+        return array.astype(_F32) + _ZERO
     result: np.ndarray = REGISTRY.dispatch(
         "maximum_filter",
         (array.astype(_F32, copy=False), window),
@@ -134,8 +141,10 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     # One rule for the sign of zero, applied here so that no backend (ours or a third party's)
     # can differ from another: a maximum of zero is +0.0. Adding +0.0 changes nothing else, NaN
     # included. scipy keeps whichever zero its scan met first, which no other backend can mimic.
-    np.add(result, _ZERO, out=result)
-    return result
+    if result.flags.writeable and not np.may_share_memory(result, array):
+        np.add(result, _ZERO, out=result)
+        return result
+    return result + _ZERO  # a read-only or aliased result (a careless plugin) is not written to
 
 
 def _product_shape(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...]:
