@@ -70,7 +70,7 @@ def test_a_prober_that_states_a_priority_is_not_a_backend(kit, private, numpy_pl
     private.register(prober, "myprober")
     private.register(numpy_plugin, "numpy")
     assert ops.accelerated_backends() == ("numpy",)
-    assert [name for name, _ in private.hookimpls("spacr_accel_backend_info")][0] == "myprober"
+    assert next(name for name, _ in private.hookimpls("spacr_accel_backend_info")) == "myprober"
 
 
 def test_a_malformed_entry_points_file_elsewhere_breaks_no_call(tmp_path):
