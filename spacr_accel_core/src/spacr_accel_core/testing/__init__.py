@@ -246,7 +246,8 @@ class BackendConformance:
         data = np.array(field, dtype=np.float32)
         data[data.shape[0] // 2, data.shape[1] // 3] = np.nan
         got = ops.maximum_filter(data, size, backend=self.backend)
-        self._served()
+        if data.size > 1:  # a single pixel is its own maximum: the core answers that itself
+            self._served()
         assert_same_field(got, reference_maximum_filter(data, size))
 
     def test_maximum_filter_large_windows_and_fields(self) -> None:
