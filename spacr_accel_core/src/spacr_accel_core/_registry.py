@@ -42,6 +42,8 @@ FLOOR = "numpy"
 ENV_BACKENDS = "SPACR_ACCEL_BACKENDS"
 ENV_DISABLE = "SPACR_ACCEL_DISABLE"
 
+_debug_enabled = logger.isEnabledFor  # bound once: checked on every dispatch
+
 _EXPECTED_DECLINES = (BackendUnavailable, BackendDeclined, BackendOutOfMemory)
 
 _override: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
@@ -500,7 +502,8 @@ class Registry:
         snapshot = self._snapshot or self._state()
         if backend is not None:
             return self._forced(snapshot, operation, args, gpu, backend, check, expected)
-        order = snapshot.order_cache.get(_order_key(operation, gpu, _override.get()))
+        override = _override.get()  # the key built inline: this is the per-tile path
+        order = snapshot.order_cache.get((operation, gpu) if override is None else (operation, gpu, override))
         if order is None:
             order = self._order(snapshot, operation, gpu)
         declined: list[tuple[str, str]] = []
@@ -534,7 +537,7 @@ class Registry:
                 declined.append((impl.plugin, f"faulty: {problem}"))
                 continue
             self._last.call = (operation, impl.plugin, declined)
-            if logger.isEnabledFor(logging.DEBUG):
+            if _debug_enabled(logging.DEBUG):
                 logger.debug("%s served by %r%s", operation, impl.plugin,
                              f" after {[name for name, _ in declined]} declined" if declined else "")
             return result
