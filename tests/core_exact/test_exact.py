@@ -300,3 +300,15 @@ def test_tiled_is_a_plain_loop_when_everything_fits() -> None:
     tiled(10, 4, 1, lambda start, stop: seen.append((start, stop)), is_out_of_memory=lambda exc: True,
           release=lambda: pytest.fail("nothing to release"), label="x")
     assert seen == [(0, 4), (4, 8), (8, 10)]
+
+
+def test_pass_budget_follows_the_free_memory_the_override_and_the_cap():
+    from spacr_accel_core.exact import pass_budget
+
+    assert pass_budget(None, override=None, host=64 << 20) == 64 << 20
+    assert pass_budget(10 << 30, override=None, host=1, fraction=0.4, cap=16 << 30) == int(0.4 * (10 << 30))
+    assert pass_budget(100 << 30, override=None, host=1, fraction=0.4, cap=16 << 30) == 16 << 30
+    assert pass_budget(1000, override=None, host=1) == 1 << 20  # a nearly full card still gets a floor
+    assert pass_budget(10 << 30, override="123456789", host=1) == 123456789
+    assert pass_budget(10 << 30, override="12", host=1) == 1 << 16
+    assert pass_budget(None, override="lots", host=5) == 5  # unreadable: ignored

@@ -191,6 +191,30 @@ def expansion_plan(source: np.ndarray, target: np.ndarray, work_dtype: Any,
     return ExpansionPlan(left, right, np.ascontiguousarray(margin, dtype=work))
 
 
+def pass_budget(free: int | None, *, override: str | None, host: int,
+                fraction: float = 0.4, cap: int = 16 << 30) -> int:
+    """Bytes one pass of a primitive may use now: the room measured on a card, not assumed.
+
+    A shared card's free memory is the budget's basis (another job may hold most of it), taken
+    at ``fraction`` because the pass allocates more than its one big buffer; ``cap`` keeps a huge
+    card from getting passes so long that an out-of-memory retry throws away minutes of work.
+
+    :param free: free device bytes now, or ``None`` where that cannot be asked (the host).
+    :param override: an operator's byte count (a backend's ``SPACR_ACCEL_*_PASS_BYTES``), or ``None``.
+    :param host: the budget where ``free`` is unknown: cache-sized passes on a CPU.
+    :param fraction: the share of the free memory one pass may take.
+    :param cap: the most one pass may take.
+    """
+    if override:
+        try:
+            return max(1 << 16, int(override))
+        except ValueError:
+            pass  # an unreadable override is ignored rather than fatal to the call
+    if free is None:
+        return host
+    return int(max(1 << 20, min(cap, free * fraction)))
+
+
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *,
           is_out_of_memory: Callable[[BaseException], bool], release: Callable[[], None],
           label: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
+from spacr_accel_core.exact import pass_budget
 
 __all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
 
@@ -75,16 +76,8 @@ class Kit:
 
     def budget(self) -> int:
         """Bytes one pass may use now: measured on a card, a cache-sized constant on the host."""
-        override = os.environ.get("SPACR_ACCEL_CUPY_PASS_BYTES")
-        if override:
-            try:
-                return max(1 << 16, int(override))
-            except ValueError:
-                pass
-        free = self.free_bytes()
-        if free is None:
-            return _HOST_BUDGET
-        return int(max(1 << 20, min(_DEVICE_CAP, free * _DEVICE_FRACTION)))
+        return pass_budget(self.free_bytes(), override=os.environ.get("SPACR_ACCEL_CUPY_PASS_BYTES"),
+                           host=_HOST_BUDGET, fraction=_DEVICE_FRACTION, cap=_DEVICE_CAP)
 
 
 def numpy_kit() -> Kit:

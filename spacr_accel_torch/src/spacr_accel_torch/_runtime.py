@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
+from spacr_accel_core.exact import pass_budget
 from spacr_accel_core.exact import tiled as run_tiles
 
 if TYPE_CHECKING:
@@ -213,17 +214,11 @@ def free_bytes(device: Device) -> int | None:
 def budget(device: Device) -> int:
     """Bytes one pass of a primitive may use on ``device`` now (the room measured, not assumed)."""
     override = os.environ.get("SPACR_ACCEL_TORCH_PASS_BYTES")
-    if override:
-        try:
-            return max(1 << 16, int(override))
-        except ValueError:
-            pass
     if device.is_cpu:
-        return _CPU_BUDGET
-    free = free_bytes(device)
-    if free is None:
-        return 1 << 30
-    return int(max(1 << 20, min(_DEVICE_CAP, free * _DEVICE_FRACTION)))
+        return pass_budget(None, override=override, host=_CPU_BUDGET)
+    # A device that cannot say how much is free gets a fixed gigabyte per pass.
+    return pass_budget(free_bytes(device), override=override, host=1 << 30,
+                       fraction=_DEVICE_FRACTION, cap=_DEVICE_CAP)
 
 
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], device: Device,
