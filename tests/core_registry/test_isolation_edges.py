@@ -99,3 +99,16 @@ def test_a_malformed_entry_points_file_elsewhere_breaks_no_call(tmp_path):
     assert result["sum"] == 4.0 and result["served"] == "numpy"
     assert result["rows"]["(broken-meta)"] == ["faulty", "broken-meta"]
     assert result["rows"]["numpy"][0] == "ok"
+
+
+def test_a_backend_info_that_calls_the_ops_is_told_why(kit, private, numpy_plugin):
+    """Re-entering discovery from backend_info names the mistake instead of recursing."""
+    def impatient():
+        ops.matmul(np.eye(2), np.eye(2))  # asks the registry that is being built
+        raise AssertionError("unreachable: the call above must raise")
+
+    private.register(kit.make_plugin("impatient", info=impatient, matmul=kit.reference_matmul), "impatient")
+    private.register(numpy_plugin, "numpy")
+    assert ops.matmul(np.eye(2), np.ones((2, 2))).sum() == 4.0
+    row = next(p for p in private.plugins() if p.name == "impatient")
+    assert row.status == "unusable" and "must not call the ops" in row.reason

@@ -166,7 +166,9 @@ class Registry:
     def __init__(self, *, discover: bool = True) -> None:
         self._discover_entry_points = discover
         self._lock = threading.RLock()
+        self._building = False  # a discovery the parent had in progress has no thread here
         self._snapshot: _Snapshot | None = None
+        self._building = False  # set while this registry's lock-holding thread discovers
         self._in_process: dict[str, object] = {}
         self._faults: dict[tuple[str, str], str] = {}  # (plugin, operation) -> what it did
         self._warned: set[tuple[str, str]] = set()
@@ -186,7 +188,18 @@ class Registry:
             with self._lock:
                 snapshot = self._snapshot
                 if snapshot is None:
-                    snapshot = self._build()
+                    if self._building:
+                        # Only the discovering thread gets here (it holds the lock): a plugin's
+                        # backend_info called the ops. Say so, instead of recursing into discovery.
+                        raise BackendUnavailable(
+                            "the spacr_accel registry is still discovering plugins: a plugin's "
+                            "spacr_accel_backend_info must not call the ops or accelerator.resolve()"
+                        )
+                    self._building = True
+                    try:
+                        snapshot = self._build()
+                    finally:
+                        self._building = False
                     self._snapshot = snapshot
         return snapshot
 
