@@ -166,7 +166,6 @@ class Registry:
     def __init__(self, *, discover: bool = True) -> None:
         self._discover_entry_points = discover
         self._lock = threading.RLock()
-        self._building = False  # a discovery the parent had in progress has no thread here
         self._snapshot: _Snapshot | None = None
         self._building = False  # set while this registry's lock-holding thread discovers
         self._in_process: dict[str, object] = {}
@@ -179,6 +178,7 @@ class Registry:
         # spaCR forks worker processes (multiprocessing's default on Linux). A lock held by
         # another thread at the fork is held for ever in the child, so the child gets new ones.
         self._lock = threading.RLock()
+        self._building = False  # a discovery the parent had in progress has no thread here
 
     # ---- discovery -------------------------------------------------------------------------
 
