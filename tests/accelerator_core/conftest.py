@@ -54,23 +54,6 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def plug() -> Iterator[Callable[[object, str], object]]:
-    """``plug(obj, name)`` registers an in-process plugin for this test only."""
-    names: list[str] = []
-
-    def add(obj: object, name: str) -> object:
-        spacr_accel_core.register(obj, name)
-        names.append(name)
-        spacr_accel_core.refresh()
-        return obj
-
-    yield add
-    for name in names:
-        spacr_accel_core.unregister(name)
-    spacr_accel_core.refresh()
-
-
-@pytest.fixture
 def resolved(plug: Callable[[object, str], object]) -> Callable[[Accelerator], Prober]:
     """``resolved(acc)`` makes ``resolve()`` answer ``acc`` through a registered prober."""
 

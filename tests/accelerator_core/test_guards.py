@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spacr_accel_core import BackendInfo, accelerator, hookimpl
+from spacr_accel_core import accelerator, hookimpl
 from spacr_accel_core.accelerator import Accelerator
 
 Plug = Callable[[object, str], object]
@@ -136,18 +136,6 @@ def test_empty_cache_before_anything_resolved_imports_no_torch() -> None:
 # ---- 4. a time-out is kept until the abandoned work finishes, not for ever ------------------
 
 
-class SlowToDescribe:
-    """A backend whose self-description, and so discovery, waits for the test's release."""
-
-    def __init__(self, release: threading.Event) -> None:
-        self.release = release
-
-    @hookimpl
-    def spacr_accel_backend_info(self) -> BackendInfo:
-        self.release.wait()
-        return BackendInfo(name="slow", priority=1.0, accelerated=False)
-
-
 def test_a_slow_probe_is_asked_again_once_it_has_finished(plug: Plug, prober_class: Any,
                                                            kinds: dict[str, Accelerator],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,12 +159,13 @@ def test_a_slow_probe_is_asked_again_once_it_has_finished(plug: Plug, prober_cla
 
 def test_a_slow_discovery_is_walked_again_once_it_has_finished(plug: Plug, prober_class: Any,
                                                                kinds: dict[str, Accelerator],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               slow_to_describe: type) -> None:
     monkeypatch.setenv(accelerator.ENV_PROBE_TIMEOUT, "0.2")
     release = threading.Event()
     prober = plug(prober_class(kinds["xpu"]), "a_prober")
     plug(Engines(lambda: ["Acme NPU"]), "b_engines")
-    plug(SlowToDescribe(release), "c_slow")
+    plug(slow_to_describe(release), "c_slow")
     try:
         first = accelerator.resolve()
         assert first.kind == "cpu" and "plugin discovery did not finish within 0.2 s" in first.note
@@ -192,10 +181,10 @@ def test_a_slow_discovery_is_walked_again_once_it_has_finished(plug: Plug, probe
 
 
 def test_once_discovery_is_abandoned_later_queries_do_not_wait_again(
-        plug: Plug, monkeypatch: pytest.MonkeyPatch) -> None:
+        plug: Plug, monkeypatch: pytest.MonkeyPatch, slow_to_describe: type) -> None:
     monkeypatch.setenv(accelerator.ENV_PROBE_TIMEOUT, "0.2")
     release = threading.Event()
-    plug(SlowToDescribe(release), "slow")
+    plug(slow_to_describe(release), "slow")
     try:
         assert "did not finish" in accelerator.resolve().note
         stuck = accelerator._STUCK.done

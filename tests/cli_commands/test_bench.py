@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,24 +65,6 @@ class Breaker:
     @hookimpl
     def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
         raise TypeError("a bug in the plugin")
-
-
-@pytest.fixture
-def plug() -> Iterator[Callable[[object, str], None]]:
-    """Register in-process plugins in the process-wide registry; always remove them afterwards."""
-    names: list[str] = []
-
-    def add(plugin: object, name: str) -> None:
-        spacr_accel_core.register(plugin, name)
-        names.append(name)
-
-    spacr_accel_core.refresh()
-    try:
-        yield add
-    finally:
-        for name in names:
-            spacr_accel_core.unregister(name)
-        spacr_accel_core.refresh()
 
 
 def bench_json(capsys: pytest.CaptureFixture[str], *argv: str, code: int) -> dict[str, Any]:

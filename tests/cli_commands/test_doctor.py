@@ -48,37 +48,7 @@ class WrongShape:
 
 
 @pytest.fixture
-def plug() -> Iterator[Callable[[object, str], None]]:
-    """Register in-process plugins in the process-wide registry; always remove them afterwards."""
-    names: list[str] = []
-
-    def add(plugin: object, name: str) -> None:
-        spacr_accel_core.register(plugin, name)
-        names.append(name)
-
-    spacr_accel_core.refresh()
-    try:
-        yield add
-    finally:
-        for name in names:
-            spacr_accel_core.unregister(name)
-        spacr_accel_core.refresh()
-
-
-class SlowToDescribe:
-    """A plugin whose self-description hangs until released: discovery hangs with it."""
-
-    def __init__(self, release: threading.Event) -> None:
-        self.release = release
-
-    @hookimpl
-    def spacr_accel_backend_info(self) -> BackendInfo:
-        self.release.wait()
-        return BackendInfo(name="slow", priority=1.0, accelerated=False)
-
-
-@pytest.fixture
-def hung_discovery(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def hung_discovery(monkeypatch: pytest.MonkeyPatch, slow_to_describe: type) -> Iterator[None]:
     """Discovery hangs on an in-process plugin for the test; released, and finished, afterwards."""
     monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.3")
     release = threading.Event()
@@ -86,7 +56,7 @@ def hung_discovery(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # report no time-out at all, which is what the test's assertions catch.
     watchdog = threading.Timer(30, release.set)
     watchdog.start()
-    spacr_accel_core.register(SlowToDescribe(release), "slow")
+    spacr_accel_core.register(slow_to_describe(release), "slow")
     spacr_accel_core.refresh()
     try:
         yield

@@ -6,13 +6,12 @@ import logging
 import sys
 import types
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
-import spacr_accel_core
 from spacr_accel_core import BackendInfo, Registry, hookimpl, ops
 
 LOGGER = "spacr_accel_core"
@@ -94,25 +93,6 @@ def kit() -> types.ModuleType:
     (Test files cannot import a conftest under ``--import-mode=importlib``.)
     """
     return sys.modules[__name__]
-
-
-@pytest.fixture
-def plug() -> Iterator[Callable[[types.ModuleType, str], types.ModuleType]]:
-    """Register plugins in the process-wide registry; unregister them and refresh afterwards."""
-    names: list[str] = []
-
-    def add(plugin: types.ModuleType, name: str) -> types.ModuleType:
-        spacr_accel_core.register(plugin, name)
-        names.append(name)
-        return plugin
-
-    spacr_accel_core.refresh()
-    try:
-        yield add
-    finally:
-        for name in names:
-            spacr_accel_core.unregister(name)
-        spacr_accel_core.refresh()
 
 
 @pytest.fixture

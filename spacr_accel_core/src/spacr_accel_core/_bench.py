@@ -25,6 +25,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ._errors import describe as _describe
+
 SCHEMA_VERSION = 1
 """Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
 
@@ -196,15 +198,6 @@ class Progress:
             self._stream.flush()
 
 
-def _first_line(exc: BaseException) -> str:
-    """The exception as one line: a forced backend's reason can span a paragraph.
-
-    :param exc: what the backend raised.
-    """
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
 def _attempt(call: Callable[[], Any]) -> tuple[str, str, Any, float]:
     """Run one forced call and classify how it went.
 
@@ -220,11 +213,11 @@ def _attempt(call: Callable[[], Any]) -> tuple[str, str, Any, float]:
     try:
         result = call()
     except PluginFault as exc:
-        return "faulty", _first_line(exc), None, 0.0
+        return "faulty", _describe(exc), None, 0.0
     except (RuntimeError, MemoryError) as exc:  # "not me, not now", or out of memory: not a bug
-        return "skipped", _first_line(exc), None, 0.0
+        return "skipped", _describe(exc), None, 0.0
     except Exception as exc:  # a broken plugin is a row in the table, never a crashed bench
-        return "error", _first_line(exc), None, 0.0
+        return "error", _describe(exc), None, 0.0
     return "ok", "", result, time.perf_counter() - start
 
 

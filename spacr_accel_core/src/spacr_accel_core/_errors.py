@@ -10,6 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def describe(exc: BaseException) -> str:
+    """An exception as one line, ``Type: first line``: for logs, the doctor and final errors.
+
+    A driver's message can span a paragraph; the first line is the one that names the cause.
+
+    :param exc: the exception to describe.
+    """
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 class BackendUnavailable(RuntimeError):
     """The backend cannot run here: its library is missing, or there is no device for it."""
 

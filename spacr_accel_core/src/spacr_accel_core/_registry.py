@@ -30,6 +30,7 @@ from ._errors import (
     NoBackendError,
     PluginFault,
 )
+from ._errors import describe as _describe
 from ._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME
 from ._records import BackendInfo, Dispatch, PluginStatus, Status
 
@@ -147,12 +148,6 @@ def _read_entry_points() -> tuple[list[importlib.metadata.EntryPoint], list[_Plu
             broken.append(_Plugin(f"({name})", None, name, dist.version or "", "faulty",
                                   f"its entry_points.txt cannot be read: {_describe(exc)}"))
     return found, broken
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 class Registry:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
 from ._errors import BackendUnavailable
+from ._errors import describe as _describe
 from ._registry import REGISTRY
 
 _T = TypeVar("_T")
@@ -193,11 +194,6 @@ def _loaded_torch() -> Any:
         return importlib.import_module("torch")
     except BaseException:  # a half-installed torch can raise anything, SystemExit included
         return None
-
-
-def _describe(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 # ---- bounded calls -------------------------------------------------------------------------

@@ -1,0 +1,53 @@
+"""Fixtures every test folder shares: in-process plugins that always leave the registry clean."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import spacr_accel_core
+from spacr_accel_core import BackendInfo, hookimpl
+
+
+@pytest.fixture
+def plug() -> Iterator[Callable[[object, str], object]]:
+    """``plug(obj, name)`` registers an in-process plugin for this test only and returns it.
+
+    Each registration refreshes the registry and the cached accelerator, so the next call sees the
+    plugin; teardown unregisters every plugin and refreshes again.
+    """
+    names: list[str] = []
+
+    def add(obj: object, name: str) -> object:
+        spacr_accel_core.register(obj, name)
+        names.append(name)
+        spacr_accel_core.refresh()
+        return obj
+
+    spacr_accel_core.refresh()
+    try:
+        yield add
+    finally:
+        for name in names:
+            spacr_accel_core.unregister(name)
+        spacr_accel_core.refresh()
+
+
+class SlowToDescribe:
+    """A plugin whose self-description, and so discovery, waits until the test releases it."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    @hookimpl
+    def spacr_accel_backend_info(self) -> BackendInfo:
+        self.release.wait()
+        return BackendInfo(name="slow", priority=1.0, accelerated=False)
+
+
+@pytest.fixture
+def slow_to_describe() -> type[SlowToDescribe]:
+    """The :class:`SlowToDescribe` class (a conftest cannot be imported under importlib mode)."""
+    return SlowToDescribe
