@@ -84,12 +84,12 @@ def _bounded_section(defaults: Report, gather: Callable[[], Report]) -> Report:
     :param gather: returns the section's values; may raise anything, or never return.
     :returns: as for :func:`_section`; a time-out is a ``TimeoutError`` naming the bound.
     """
-    from . import accelerator
+    from ._bounded import discovering, discovery_note, probe_timeout
 
     def bounded() -> Report:
-        outcome = accelerator._discovering(gather, accelerator._probe_timeout(), "doctor")
+        outcome = discovering(gather, probe_timeout(), "doctor")
         if outcome.timed_out:
-            raise TimeoutError(accelerator._discovery_note(outcome))
+            raise TimeoutError(discovery_note(outcome))
         if outcome.error is not None:
             raise outcome.error
         values: Report = outcome.value

@@ -44,17 +44,19 @@ class PluginFault(RuntimeError):
 class NoBackendError(RuntimeError):
     """Every backend declined an operation; the message names each one and its reason.
 
+    It begins with the words "no usable backend", which callers (spaCR's own tests among them)
+    match on.
+
     :param operation: the operation that could not be served.
     :param reasons: ``(plugin name, reason)`` for every plugin that was considered.
+    :param hint: the last line: how to fix it.
     """
 
-    def __init__(self, operation: str, reasons: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, operation: str, reasons: Sequence[tuple[str, str]], hint: str = "") -> None:
         self.operation = operation
         self.reasons = tuple(reasons)
-        lines = [f"no spacr_accel backend could run {operation}:"]
+        lines = [f"no usable backend for {operation}:"]
         lines += [f"  - {name}: {reason}" for name, reason in self.reasons] or ["  (no plugins are installed)"]
-        lines.append(
-            "Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
-            "check SPACR_ACCEL_BACKENDS / SPACR_ACCEL_DISABLE and `spacr-accel doctor`."
-        )
+        lines.append(hint or "Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
+                     "check SPACR_ACCEL_BACKENDS / SPACR_ACCEL_DISABLE and `spacr-accel doctor`.")
         super().__init__("\n".join(lines))

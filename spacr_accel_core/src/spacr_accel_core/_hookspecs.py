@@ -14,15 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._markers import hookspec
-from ._records import BackendInfo
-
-if TYPE_CHECKING:  # the accelerator module imports this one; avoid the cycle at run time
-    from .accelerator import Accelerator
+from ._records import Accelerator, BackendInfo
 
 
 @hookspec(firstresult=True)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
+import sys
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Final, Literal
+
+logger = logging.getLogger("spacr_accel_core.accelerator")
 
 Status = Literal["ok", "unusable", "faulty", "blocked", "incompatible", "duplicate"]
 
@@ -75,3 +80,97 @@ class Dispatch:
     operation: str
     backend: str
     declined: tuple[tuple[str, str], ...] = ()
+
+
+KINDS: Final[tuple[str, ...]] = ("cuda", "rocm", "mps", "xpu", "directml", "cpu")
+"""Kinds in the order they are preferred. CUDA first because it is what most users have and what
+the project's numbers were taken on; CPU last because it always answers."""
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """What spaCR will compute on, and what it can be told about it.
+
+    :param kind: one of :data:`KINDS`. ``rocm`` is reported distinctly from ``cuda`` even though
+        both dispatch to ``device="cuda"``, because the only thing a user can act on is the true
+        vendor.
+    :param device: the string to hand ``torch.device``.
+    :param label: human text for the setup slide and the doctor.
+    :param name: the hardware's undecorated marketing name ("AMD Radeon Pro 5300", not
+        "AMD Radeon Pro 5300 (Apple Metal)"): what the user recognises from the box, while the
+        route in ``label`` only matters where it is surprising. Empty when no name was discovered.
+    :param detected: the hardware is present.
+    :param usable: spaCR will actually dispatch to it. Never true unless ``detected``; false for
+        accelerators with no torch device.
+    :param note: why it is not usable, when it is not; for the CPU, why no accelerator was chosen.
+        Empty otherwise.
+    :param float64: the device accepts double precision.
+    :param autocast: ``torch.autocast`` accepts this device type.
+    :param fallback: missing operators silently run on the CPU instead of raising, because the
+        backend's fallback flag was set in time for torch to read it.
+    :param bfloat16: the device accepts ``torch.bfloat16``. PROBED rather than assumed from the
+        backend name, because it is the one capability that moves with the torch version: Metal
+        gained it after 2.2, and 2.2.2 is the last x86-64 macOS wheel, so the same backend answers
+        differently on an Intel Mac and an Apple Silicon one. Cellpose's cpsam loads its weights in
+        bfloat16 by default, so a wrong answer here is a TypeError at model construction.
+    """
+
+    kind: str
+    device: str
+    label: str
+    name: str = ""
+    detected: bool = True
+    usable: bool = True
+    note: str = ""
+    float64: bool = True
+    autocast: bool = True
+    fallback: bool = False
+    bfloat16: bool = True
+
+    @property
+    def is_gpu(self) -> bool:
+        """Is there a usable non-CPU device.
+
+        THE QUESTION MOST CALL SITES ACTUALLY MEANT when they wrote ``torch.cuda.is_available()``.
+        """
+        return self.usable and self.kind != "cpu"
+
+    @property
+    def is_cuda(self) -> bool:
+        """Is this genuinely NVIDIA CUDA.
+
+        Narrower than :attr:`is_gpu` and deliberately so: anything reading ``nvidia-smi``, a CUDA
+        version, or NVIDIA-specific memory interfaces wants this one and would be wrong on ROCm.
+        """
+        return self.usable and self.kind == "cuda"
+
+    @property
+    def torch_device(self) -> Any:
+        """A ``torch.device`` for :attr:`device`, or the CPU if torch is missing entirely.
+
+        The one place the core touches torch, and only when asked: without torch there is no
+        ``torch.device`` to build, so the plain string ``"cpu"`` is returned (which torch APIs and
+        Cellpose accept wherever a device is expected). Never raises.
+        """
+        torch = _loaded_torch()
+        if torch is None:
+            return "cpu"
+        try:
+            return torch.device(self.device)
+        except Exception:  # a device string this torch cannot parse: the CPU still works
+            logger.debug("torch.device(%r) failed; answering the CPU", self.device, exc_info=True)
+            try:
+                return torch.device("cpu")
+            except Exception:  # a stand-in or broken torch without a working device()
+                return "cpu"
+
+
+def _loaded_torch() -> Any:
+    """torch if it is (or can be) imported, else None. Only for :attr:`Accelerator.torch_device`."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch
+    try:
+        return importlib.import_module("torch")
+    except BaseException:  # a half-installed torch can raise anything, SystemExit included
+        return None

@@ -36,24 +36,26 @@ passes the module to ask, so the two run the same probes in the same order and c
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import importlib
-import inspect
 import logging
-import math
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-from ._errors import BackendUnavailable
+from ._bounded import DEFAULT_PROBE_TIMEOUT, ENV_PROBE_TIMEOUT, call_bounded
+from ._bounded import STUCK as _STUCK
+from ._bounded import Outcome as _Outcome
+from ._bounded import bounded as _bounded
+from ._bounded import discovering as _discovering
+from ._bounded import discovery_note as _discovery_note
+from ._bounded import probe_timeout as _probe_timeout
 from ._errors import describe as _describe
+from ._records import KINDS, Accelerator
 from ._registry import REGISTRY
-
-_T = TypeVar("_T")
 
 __all__ = [
     "CPU_WORDS",
@@ -83,10 +85,6 @@ __all__ = [
 
 logger = logging.getLogger("spacr_accel_core.accelerator")
 
-KINDS: Final[tuple[str, ...]] = ("cuda", "rocm", "mps", "xpu", "directml", "cpu")
-"""Kinds in the order they are preferred. CUDA first because it is what most users have and what
-the project's numbers were taken on; CPU last because it always answers."""
-
 ENV_DEVICE: Final = "SPACR_DEVICE"
 """Force a device (``cuda:1``, ``mps``, ``xpu``, ``directml``) or the CPU. The escape hatch for "the
 GPU answer looks wrong" that does not require uninstalling anything."""
@@ -95,264 +93,11 @@ CPU_WORDS: Final = frozenset({"cpu", "none", "off", "0", "false", "no"})
 """Values of :data:`ENV_DEVICE` that force the CPU. The core honours them before any prober runs,
 so a machine whose driver hangs when asked can still be told to leave it alone."""
 
-ENV_PROBE_TIMEOUT: Final = "SPACR_ACCEL_PROBE_TIMEOUT"
-"""Seconds one probe may take before it is abandoned; ``inf`` waits forever."""
-
-DEFAULT_PROBE_TIMEOUT: Final = 60.0
-"""Generous on purpose: a prober imports its library, and a cold ``import torch`` from a slow
-laptop disk takes tens of seconds. A driver that hangs takes forever, which is what this catches."""
-
-
-@dataclass(frozen=True)
-class Accelerator:
-    """What spaCR will compute on, and what it can be told about it.
-
-    :param kind: one of :data:`KINDS`. ``rocm`` is reported distinctly from ``cuda`` even though
-        both dispatch to ``device="cuda"``, because the only thing a user can act on is the true
-        vendor.
-    :param device: the string to hand ``torch.device``.
-    :param label: human text for the setup slide and the doctor.
-    :param name: the hardware's undecorated marketing name ("AMD Radeon Pro 5300", not
-        "AMD Radeon Pro 5300 (Apple Metal)"): what the user recognises from the box, while the
-        route in ``label`` only matters where it is surprising. Empty when no name was discovered.
-    :param detected: the hardware is present.
-    :param usable: spaCR will actually dispatch to it. Never true unless ``detected``; false for
-        accelerators with no torch device.
-    :param note: why it is not usable, when it is not; for the CPU, why no accelerator was chosen.
-        Empty otherwise.
-    :param float64: the device accepts double precision.
-    :param autocast: ``torch.autocast`` accepts this device type.
-    :param fallback: missing operators silently run on the CPU instead of raising, because the
-        backend's fallback flag was set in time for torch to read it.
-    :param bfloat16: the device accepts ``torch.bfloat16``. PROBED rather than assumed from the
-        backend name, because it is the one capability that moves with the torch version: Metal
-        gained it after 2.2, and 2.2.2 is the last x86-64 macOS wheel, so the same backend answers
-        differently on an Intel Mac and an Apple Silicon one. Cellpose's cpsam loads its weights in
-        bfloat16 by default, so a wrong answer here is a TypeError at model construction.
-    """
-
-    kind: str
-    device: str
-    label: str
-    name: str = ""
-    detected: bool = True
-    usable: bool = True
-    note: str = ""
-    float64: bool = True
-    autocast: bool = True
-    fallback: bool = False
-    bfloat16: bool = True
-
-    @property
-    def is_gpu(self) -> bool:
-        """Is there a usable non-CPU device.
-
-        THE QUESTION MOST CALL SITES ACTUALLY MEANT when they wrote ``torch.cuda.is_available()``.
-        """
-        return self.usable and self.kind != "cpu"
-
-    @property
-    def is_cuda(self) -> bool:
-        """Is this genuinely NVIDIA CUDA.
-
-        Narrower than :attr:`is_gpu` and deliberately so: anything reading ``nvidia-smi``, a CUDA
-        version, or NVIDIA-specific memory interfaces wants this one and would be wrong on ROCm.
-        """
-        return self.usable and self.kind == "cuda"
-
-    @property
-    def torch_device(self) -> Any:
-        """A ``torch.device`` for :attr:`device`, or the CPU if torch is missing entirely.
-
-        The one place the core touches torch, and only when asked: without torch there is no
-        ``torch.device`` to build, so the plain string ``"cpu"`` is returned (which torch APIs and
-        Cellpose accept wherever a device is expected). Never raises.
-        """
-        torch = _loaded_torch()
-        if torch is None:
-            return "cpu"
-        try:
-            return torch.device(self.device)
-        except Exception:  # a device string this torch cannot parse: the CPU still works
-            logger.debug("torch.device(%r) failed; answering the CPU", self.device, exc_info=True)
-            try:
-                return torch.device("cpu")
-            except Exception:  # a stand-in or broken torch without a working device()
-                return "cpu"
-
-
 def _cpu(note: str = "") -> Accelerator:
     return Accelerator(kind="cpu", device="cpu", label="CPU", note=note)
 
 
-def _loaded_torch() -> Any:
-    """torch if it is (or can be) imported, else None. Only for :attr:`Accelerator.torch_device`."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        return torch
-    try:
-        return importlib.import_module("torch")
-    except BaseException:  # a half-installed torch can raise anything, SystemExit included
-        return None
-
-
 # ---- bounded calls -------------------------------------------------------------------------
-
-
-@dataclass
-class _Outcome:
-    """What a bounded call produced; filled in by the worker thread."""
-
-    value: Any = None
-    error: BaseException | None = None
-    timed_out: bool = False
-    pending: threading.Event | None = None
-    """On a time-out: set once the abandoned work has finished, so an answer that timed out can be
-    asked again then (a slow machine is not a hung one) instead of being kept for the process."""
-    bound: float | None = None
-    """On a time-out: the seconds waited, for the note."""
-
-
-def _probe_timeout() -> float | None:
-    """The bound from :data:`ENV_PROBE_TIMEOUT`, in seconds; ``None`` means wait forever.
-
-    An unreadable, zero, negative or NaN value falls back to :data:`DEFAULT_PROBE_TIMEOUT`
-    rather than disabling the bound: a typo must not turn a hang-proof resolver into one that hangs.
-    """
-    raw = os.environ.get(ENV_PROBE_TIMEOUT, "").strip()
-    if not raw:
-        return DEFAULT_PROBE_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        logger.warning("%s=%r is not a number of seconds; using %g", ENV_PROBE_TIMEOUT, raw,
-                       DEFAULT_PROBE_TIMEOUT)
-        return DEFAULT_PROBE_TIMEOUT
-    if math.isnan(value) or value <= 0:
-        logger.warning("%s=%r must be positive; using %g", ENV_PROBE_TIMEOUT, raw, DEFAULT_PROBE_TIMEOUT)
-        return DEFAULT_PROBE_TIMEOUT
-    return None if math.isinf(value) else value
-
-
-def _bounded(work: Callable[[], Any], timeout: float | None, what: str) -> _Outcome:
-    """Run ``work`` in a daemon thread and wait at most ``timeout`` seconds for it.
-
-    A thread cannot be killed, so a probe that hangs is ABANDONED, not stopped: it stays blocked in
-    the background (a daemon, so it never holds the interpreter open at exit) and whatever it
-    returns later is ignored. That is the only portable way to bound a call into a driver.
-
-    ``work`` runs in a copy of the caller's context, so what is context-local (the backend order
-    of :func:`spacr_accel_core.use`) is what the caller sees, not a new thread's empty context.
-    """
-    outcome = _Outcome()
-    done = threading.Event()
-    context = contextvars.copy_context()
-
-    def run() -> None:
-        try:
-            outcome.value = context.run(work)
-        except BaseException as exc:  # recorded for the caller; SystemExit from an import included
-            outcome.error = exc
-        finally:
-            done.set()
-
-    try:
-        threading.Thread(target=run, name=f"spacr-accel {what}", daemon=True).start()
-    except RuntimeError:  # no thread to be had (interpreter shutting down): run it here, unbounded
-        run()
-    if not done.wait(timeout):
-        return _Outcome(timed_out=True, pending=done, bound=timeout)
-    return outcome
-
-
-class _Stuck:
-    """Registry work abandoned past its bound and not yet finished, if any.
-
-    Discovery builds the registry under the registry's lock, so while an abandoned discovery is
-    still running every other registry query would queue behind it and wait out a bound of its
-    own. Remembering it lets those answer at once ("did not finish") until it is done.
-    """
-
-    __slots__ = ("bound", "done")
-
-    def __init__(self) -> None:
-        self.done: threading.Event | None = None
-        self.bound: float | None = None
-
-
-_STUCK = _Stuck()
-
-
-def _discovering(work: Callable[[], Any], timeout: float | None, what: str) -> _Outcome:
-    """Run a registry query (which may have to discover the plugins first) under ``timeout``.
-
-    While a discovery abandoned earlier is still running, answers a time-out at once instead of
-    waiting again: a process whose plugin import hangs pays the bound once, not once per query.
-    """
-    done, bound = _STUCK.done, _STUCK.bound
-    if done is not None and not done.is_set():
-        return _Outcome(timed_out=True, pending=done, bound=bound)
-    outcome = _bounded(work, timeout, what)
-    if outcome.timed_out:
-        _STUCK.done, _STUCK.bound = outcome.pending, outcome.bound
-    return outcome
-
-
-def _discovery_note(outcome: _Outcome) -> str:
-    """What a registry query that timed out says: discovery is what hangs behind it."""
-    return (f"plugin discovery did not finish within {outcome.bound:g} s and was abandoned "
-            f"(raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
-
-
-def call_bounded(work: Callable[[], _T], what: str) -> _T:
-    """Run ``work`` under the bound :func:`resolve` puts on a probe (:data:`ENV_PROBE_TIMEOUT`).
-
-    For plugins whose ``spacr_accel_backend_info`` must ask a driver whether a device is there: a
-    hung driver then makes the plugin unusable, with a note, instead of hanging discovery.
-
-    :param work: the call into the driver or library.
-    :param what: what it is, for the message ("the cupy device count").
-    :returns: what ``work`` returned.
-    :raises RuntimeError: ``work``'s own ``RuntimeError``, unchanged (a plugin's "not here").
-    :raises BackendUnavailable: ``work`` did not answer in time, or raised anything else
-        (an ``ImportError``, a ``SystemExit`` from a broken import), chained to it.
-    """
-    timeout = _probe_timeout()
-    outcome = _bounded(work, timeout, what)
-    if outcome.timed_out:
-        raise BackendUnavailable(f"{what} did not answer within {timeout:g} s "
-                                 f"(raise {ENV_PROBE_TIMEOUT} if this machine is just slow)")
-    error = outcome.error
-    if isinstance(error, RuntimeError):
-        raise error
-    if error is not None:
-        raise BackendUnavailable(f"{what} failed: {_describe(error)}") from error
-    value: _T = outcome.value
-    return value
-
-
-_PARAMETERS: dict[Callable[..., Any], tuple[str, ...] | None] = {}
-
-
-def _call_hook(function: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
-    """Call one hookimpl the way pluggy would: with only the arguments it declares.
-
-    pluggy lets an implementation take a subset of the specification's arguments; calling the raw
-    function with all of them would break such a (valid) third-party prober.
-    """
-    if function not in _PARAMETERS:
-        try:
-            parameters = inspect.signature(function).parameters.values()
-        except (TypeError, ValueError):  # a builtin or C function: pass everything
-            names = None
-        else:
-            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-                names = None
-            else:
-                names = tuple(p.name for p in parameters if p.name in kwargs)
-        _PARAMETERS[function] = names
-    names = _PARAMETERS[function]
-    return function(**kwargs) if names is None else function(**{n: kwargs[n] for n in names})
 
 
 @dataclass(frozen=True)
@@ -472,7 +217,7 @@ def _ask(probers: tuple[tuple[str, Callable[..., Any]], ...], kwargs: Mapping[st
     notes: list[str] = []
     unusable: Accelerator | None = None
     for name, function in probers:
-        outcome = _bounded(functools.partial(_call_hook, function, kwargs), timeout, f"probe {name}")
+        outcome = _bounded(functools.partial(function, **kwargs), timeout, f"probe {name}")
         if outcome.timed_out:
             logger.warning("the %r device probe did not answer within %s s; abandoned it", name, timeout)
             return _cpu(f"the {name!r} device probe did not answer within {timeout:g} s and was "
@@ -743,7 +488,7 @@ def _capability_rows(function: Callable[..., Any], found: Accelerator
 
     Raises whatever the plugin, or iterating its answer, raises; the caller drops it whole.
     """
-    answer = _call_hook(function, {"found": found})
+    answer = function(found=found)
     rows: list[tuple[str, bool, str]] = []
     refused: list[object] = []
     for row in answer if answer is not None else ():
@@ -1037,7 +782,7 @@ def empty_cache(torch_module: Any = None) -> str:
             # Bounded like a probe: a driver that hangs while freeing memory must not hang the
             # caller, and a plugin's SystemExit is caught with the rest.
             outcome = _bounded(
-                functools.partial(_call_hook, function, {"torch": torch_module, "found": found}),
+                functools.partial(function, torch=torch_module, found=found),
                 timeout, f"empty_cache {name}")
             if outcome.timed_out or outcome.error is not None:
                 why = "timed out" if outcome.timed_out else _describe(outcome.error)  # type: ignore[arg-type]  # error is set when not timed out

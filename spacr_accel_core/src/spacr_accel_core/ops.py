@@ -18,10 +18,12 @@ THE CPU PATH IS NOT AN ERROR PATH: it is what runs on a laptop, in CI and beside
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any
 
 import numpy as np
 
+from ._errors import describe
 from ._registry import REGISTRY
 
 __all__ = ["CHUNK", "accelerated_backends", "matmul", "maximum_filter", "nearest_neighbours"]
@@ -37,12 +39,52 @@ _ZERO = np.float32(0.0)
 
 
 def _numeric(value: Any, name: str) -> np.ndarray:
-    array = value if type(value) is np.ndarray else np.asarray(value)
+    if type(value) is np.ndarray:
+        array = value
+    else:
+        if "numpy.ma" in sys.modules and isinstance(value, np.ma.MaskedArray):
+            # scipy.ndimage ignores the mask as well, silently; a peak under the mask would be
+            # reported as real, so the caller decides (``.filled(...)`` or ``.data``).
+            raise TypeError(f"{name} is a masked array; pass {name}.filled(value) or {name}.data "
+                            "(a mask would be silently ignored)")
+        try:
+            array = np.asarray(value)
+        except (ValueError, RuntimeError, TypeError) as exc:
+            # Ragged lists (ValueError), a torch tensor that requires grad or has its conjugate
+            # bit set (RuntimeError: the class that would read as "backend declined").
+            raise TypeError(f"{name} cannot be read as an array: {describe(exc)}") from None
     if array.dtype.kind not in _NUMERIC_KINDS:
         raise TypeError(
             f"{name} must hold real numbers (bool, integer or float), got dtype {array.dtype}"
         )
     return array
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A view of ``array`` that a plugin cannot write to (no copy).
+
+    A plugin that scribbles into its input and then declines would corrupt the caller's array and
+    the input the next backend computes on; with a read-only view the write raises inside the
+    plugin (``ValueError: assignment destination is read-only``), which makes it that plugin's
+    fault. (A plugin that sets ``flags.writeable = True`` on it is not careless but hostile; NumPy
+    cannot refuse that without a copy, which the per-tile path cannot afford.)
+    """
+    if not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _options(gpu: Any, backend: Any) -> bool:
+    """``gpu`` as a bool and ``backend`` checked: the keywords every operation shares."""
+    if gpu is not True and gpu is not False:
+        if not isinstance(gpu, np.bool_):
+            raise TypeError(f"gpu must be True or False, got {type(gpu).__name__} ({gpu!r})")
+        gpu = bool(gpu)
+    if backend is not None and (type(backend) is not str or not backend):
+        raise TypeError(f"backend must be a backend name (a non-empty str) or None, got {backend!r}")
+    return bool(gpu)
 
 
 def _integer(value: Any, name: str) -> int:
@@ -55,14 +97,15 @@ def _integer(value: Any, name: str) -> int:
 
 
 def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
-    """Which backends can run here, best first, always ending in ``"numpy"``.
+    """Which backends can run here, best first, ending in ``"numpy"`` (the floor that always runs).
 
-    Honours ``SPACR_ACCEL_BACKENDS`` and an enclosing ``use(...)``.
+    Honours ``SPACR_ACCEL_BACKENDS`` and an enclosing ``use(...)``. Only ``SPACR_ACCEL_DISABLE=numpy``
+    removes the floor, and then it is absent here too (and a call nothing else serves says why).
 
-    :param gpu: ``False`` refuses the accelerated ones outright.
+    :param gpu: ``False`` refuses the accelerated ones outright (without asking them anything).
     :returns: the usable names.
     """
-    return REGISTRY.backend_names(bool(gpu))
+    return REGISTRY.backend_names(_options(gpu, None))
 
 
 def _check_array(result: Any, shape: tuple[int, ...]) -> str | None:
@@ -121,19 +164,22 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     if window % 2 == 0:
         window += 1
     if window <= 1 or array.size == 0:
+        _options(gpu, backend)
         REGISTRY.record_core("maximum_filter")
         return array.astype(_F32, copy=True)
-    # A window wider than twice the field is the same window: with the edge repeated, one of
-    # 2 * max(h, w) - 1 already covers every row and column from any pixel. Capping it keeps a
-    # huge size from asking a backend for a huge buffer.
-    window = min(window, 2 * max(array.shape) - 1)
-    if window == 1:  # a single pixel: its window's maximum is itself
+    use_gpu = _options(gpu, backend)
+    if window >= 2 * max(array.shape) - 1:
+        # With the edge repeated, a window of 2 * max(h, w) - 1 already covers every row and column
+        # from any pixel, so every window's maximum is the field's: a reduction, answered here
+        # (a thin (1, 70000) field with size 200001 would otherwise ask a backend for a 110 GiB
+        # padded buffer). np.max propagates NaN (the NaN rule), and rounding to float32 is
+        # monotonic, so the float32 of the maximum is the maximum of the float32 field.
         REGISTRY.record_core("maximum_filter")
-        return array.astype(_F32) + _ZERO
+        return np.full(array.shape, np.float32(array.max()), dtype=_F32) + _ZERO
     result: np.ndarray = REGISTRY.dispatch(
         "maximum_filter",
-        (array.astype(_F32, copy=False), window),
-        gpu=gpu,
+        (_read_only(array.astype(_F32, copy=False)), window),
+        gpu=use_gpu,
         backend=backend,
         check=_check_array,
         expected=array.shape,
@@ -206,11 +252,13 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
         )
     else:
         shape = _product_shape(a_shape, b_shape)
+    use_gpu = gpu if gpu is True and backend is None else _options(gpu, backend)
     if a.size == 0 or b.size == 0:
         REGISTRY.record_core("matmul")
         return np.zeros(shape, dtype=_F32)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees an ndarray
-        "matmul", (a, b), gpu=gpu, backend=backend, check=_check_array, expected=shape
+        "matmul", (_read_only(a), _read_only(b)), gpu=use_gpu, backend=backend, check=_check_array,
+        expected=shape,
     )
 
 
@@ -248,6 +296,7 @@ def nearest_neighbours(
         coordinates, or ``chunk < 1``.
     :raises TypeError: non-numeric points or a non-integer chunk.
     """
+    use_gpu = _options(gpu, backend)
     src = _points(source, "source")
     tgt = _points(target, "target")
     if src.shape[1] != tgt.shape[1]:
@@ -272,5 +321,6 @@ def nearest_neighbours(
         return np.full(n, -1, dtype=_I64), np.full(n, np.inf, dtype=_F32)
 
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the pair
-        "nearest_neighbours", (src, tgt, rows), gpu=gpu, backend=backend, check=_check_pair, expected=(n, m)
+        "nearest_neighbours", (_read_only(src), _read_only(tgt), rows), gpu=use_gpu, backend=backend,
+        check=_check_pair, expected=(n, m),
     )

@@ -26,6 +26,9 @@ NAME = "cupy"
 PRIORITY = 200.0
 """Below torch, above numpy: the seed's order."""
 
+SPACR_ACCEL_BACKEND = BackendInfo(name=NAME, priority=PRIORITY, accelerated=True)
+"""What this plugin is, read by the core without a call (and so without importing CuPy)."""
+
 _CUDA_INDEX = re.compile(r"cuda:(\d+)")
 _T = TypeVar("_T")
 

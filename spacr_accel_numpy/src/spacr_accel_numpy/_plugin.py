@@ -16,6 +16,9 @@ PRIORITY = 100.0
 
 _F32 = np.dtype(np.float32)
 
+SPACR_ACCEL_BACKEND = BackendInfo(name="numpy", priority=PRIORITY, accelerated=False)
+"""What this plugin is, read by the core without a call."""
+
 
 @hookimpl
 def spacr_accel_backend_info() -> BackendInfo:

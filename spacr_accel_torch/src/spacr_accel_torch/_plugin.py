@@ -8,7 +8,9 @@ is what the NumPy backend already does better.
 
 from __future__ import annotations
 
+import glob
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -29,7 +31,33 @@ NAME = "torch"
 PRIORITY = 300.0
 """Highest of the shipped backends (the seed's order: torch, then cupy, then numpy)."""
 
+SPACR_ACCEL_BACKEND = BackendInfo(name=NAME, priority=PRIORITY, accelerated=True)
+"""What this plugin is, read by the core without a call (and so without importing torch)."""
+
 _T = TypeVar("_T")
+
+_DEVICE_NODES: tuple[str, ...] = (
+    "/dev/nvidiactl", "/proc/driver/nvidia",  # the NVIDIA kernel driver (CUDA)
+    "/dev/kfd",  # AMD's compute driver (ROCm)
+    "/dev/dri/renderD*",  # any DRM render node: Intel GPUs (XPU), and AMD under ROCm
+    "/dev/dxg",  # WSL 2's bridge to the Windows driver
+)
+
+
+def _no_device_node() -> str | None:
+    """Why torch can have no GPU here, read off the OS without importing torch; ``None`` if it may.
+
+    ``import torch`` costs about a second and 200 MiB, paid by the first call of every process
+    (every Dask worker, every CLI start) only to learn there is no GPU. On Linux every device
+    torch drives shows a node first: the NVIDIA driver's, ROCm's ``/dev/kfd``, a DRM render node
+    for Intel and AMD cards, or WSL's ``/dev/dxg``. Without any of them there is nothing to ask.
+    macOS (Metal) and Windows (CUDA, DirectML) are always asked.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if any(glob.glob(pattern) if "*" in pattern else os.path.exists(pattern) for pattern in _DEVICE_NODES):
+        return None
+    return "no GPU device node here (no NVIDIA, ROCm, DRI render or WSL device); torch was not imported to ask"
 
 
 def _detect_bounded() -> Accelerator | None:
@@ -58,6 +86,9 @@ def spacr_accel_backend_info() -> BackendInfo:
     forced = os.environ.get(ENV_DEVICE, "").strip()
     if forced.lower() in CPU_WORDS:
         return info(False, f"{ENV_DEVICE}={forced} forces the CPU (backend='torch' still runs there)")
+    absent = _no_device_node()
+    if absent is not None:
+        return info(False, f"{absent}; backend='torch' runs on the CPU when forced")
     try:
         found = _detect_bounded()
     except RuntimeError as exc:
