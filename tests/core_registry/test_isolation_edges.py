@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from spacr_accel_core import ops
 
@@ -22,16 +23,18 @@ def test_a_huge_window_is_answered_and_costs_nothing_later(private, numpy_plugin
     assert all(not row.faults for row in private.plugins())
 
 
-def test_the_floor_is_never_quarantined(kit, private):
+def test_the_floor_is_never_quarantined(private, numpy_plugin, monkeypatch):
     calls = []
+    real = numpy_plugin.window_maximum
 
     def flaky(field, size):
         calls.append(size)
         if size == 5:
             raise TypeError("a bug that only this input reaches")
-        return np.zeros(field.shape, np.float32)
+        return real(field, size)
 
-    private.register(kit.make_plugin("numpy", priority=100.0, maximum_filter=flaky), "numpy")
+    monkeypatch.setattr(numpy_plugin, "window_maximum", flaky)
+    private.register(numpy_plugin, "numpy")
     field = np.ones((4, 4))
     try:
         ops.maximum_filter(field, 5)
@@ -41,6 +44,17 @@ def test_the_floor_is_never_quarantined(kit, private):
         raise AssertionError("the fault must reach this caller")
     assert ops.maximum_filter(field, 3).shape == (4, 4)  # still served afterwards
     assert calls == [5, 3]
+
+
+def test_a_plugin_named_numpy_is_not_the_floor(kit, private, numpy_plugin):
+    """The floor is the shipped NumPy backend, recognised by what it is, not by the name."""
+    impostor = kit.make_plugin("numpy", priority=100.0, maximum_filter=kit.raising(TypeError("impostor")))
+    private.register(impostor, "numpy")
+    with pytest.raises(RuntimeError, match="no usable backend"):
+        ops.maximum_filter(np.ones((4, 4)), 3)
+    with pytest.raises(RuntimeError, match="no usable backend"):  # an impostor is quarantined like any
+        ops.maximum_filter(np.ones((4, 4)), 3)
+    assert impostor.calls["maximum_filter"] == 1
 
 
 def test_a_read_only_or_aliased_result_is_not_written_to(kit, private, numpy_plugin):

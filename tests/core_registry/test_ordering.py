@@ -80,7 +80,7 @@ def test_environment_restricts_and_orders_with_the_floor_appended(kit, private, 
     clean_env.setenv("SPACR_ACCEL_BACKENDS", " low, no_such_backend ,high,low")
     registry, plugins = declining_registry(kit, private, numpy_plugin, list(PRIORITIES))
     assert registry.backend_names() == ("low", "high", "numpy")
-    assert registry.restriction() == ("low", "no_such_backend", "high")
+    assert registry.restriction() == ("low", "high")  # an unknown name is not shown as in force
     result, dispatch = call(registry)
     np.testing.assert_array_equal(result, PRODUCT)
     assert dispatch.backend == "numpy"
@@ -132,16 +132,17 @@ def test_use_restricts_orders_nests_and_restores(kit, private, numpy_plugin, cle
     assert registry.backend_names() == ("low", "numpy")
 
 
-def test_use_with_unknown_names_ignores_them(kit, private, numpy_plugin, clean_env):
-    registry, _ = declining_registry(kit, private, numpy_plugin, list(PRIORITIES))
+def test_use_with_unknown_names_is_refused_listing_what_is_installed(kit, private, numpy_plugin, clean_env):
+    registry, plugins = declining_registry(kit, private, numpy_plugin, list(PRIORITIES))
     with use("no_such_backend", "high"):
+        with pytest.raises(ValueError, match=r"use\(\) names backends that are not installed: 'no_such_backend'; "
+                                             r"installed: a_tie, b_tie, floor_mate, high, low, mid, numpy"):
+            registry.backend_names()
+        with pytest.raises(ValueError, match="no_such_backend"):
+            call(registry)
+    assert plugins["high"].calls["matmul"] == 0
+    with use("high"):  # a known name still works after a refused one
         assert registry.backend_names() == ("high", "numpy")
-    with use("no_such_backend"):
-        assert registry.backend_names() == ("numpy",)
-        assert ops.accelerated_backends() == ("numpy",)
-        result, dispatch = call(registry)
-        np.testing.assert_array_equal(result, PRODUCT)
-        assert (dispatch.backend, dispatch.declined) == ("numpy", ())
 
 
 @pytest.mark.parametrize("names", [(), ("",), (3,), ("numpy", None)])

@@ -15,8 +15,7 @@ import logging
 import math
 import os
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -112,29 +111,6 @@ def bounded(work: Callable[[], Any], timeout: float | None, what: str) -> Outcom
     if not done.wait(timeout):
         return Outcome(timed_out=True, pending=done, bound=timeout)
     return outcome
-
-
-def bounded_all(works: Mapping[str, Callable[[], Any]], timeout: float | None) -> dict[str, Outcome]:
-    """Run every call of ``works`` at once and wait at most ``timeout`` seconds for all of them.
-
-    WHY TOGETHER. Discovery asks every plugin to describe itself; two plugins that each hang would
-    cost two bounds asked one after the other, so they are asked side by side and the whole
-    question costs at most one bound.
-
-    :param works: name -> call.
-    :param timeout: seconds for all of them together, or ``None`` to wait forever.
-    :returns: name -> outcome, in the order of ``works``.
-    """
-    started = {name: start(work, name) for name, work in works.items()}
-    deadline = None if timeout is None else time.monotonic() + timeout
-    outcomes: dict[str, Outcome] = {}
-    for name, (outcome, done) in started.items():
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if done.wait(left):
-            outcomes[name] = outcome
-        else:
-            outcomes[name] = Outcome(timed_out=True, pending=done, bound=timeout)
-    return outcomes
 
 
 class Stuck:

@@ -101,7 +101,7 @@ def malformed_info(info: object) -> tuple[BackendInfo | None, str | None]:
         return None, "has a name or note that is not a string"
     priority = fields["priority"]
     if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
-        return None, f"has priority {priority!r}, not a real number"
+        return None, f"has priority {_short(priority)}, not a finite number"
     try:
         value = float(priority)
     except (OverflowError, ValueError, TypeError):

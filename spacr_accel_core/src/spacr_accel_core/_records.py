@@ -74,7 +74,10 @@ class Dispatch:
     :param operation: ``maximum_filter``, ``matmul`` or ``nearest_neighbours``.
     :param backend: the plugin that answered; ``"core"`` when the answer needed no backend
         (an empty input, a window of one pixel).
-    :param declined: ``(plugin, reason)`` for each plugin tried before it, best first.
+    :param declined: ``(plugin, reason)`` for every backend ahead of it in the order in force:
+        first those tried and declined (or found unusable when asked), in the order they were
+        tried, then those passed over without a call (unusable, refused by ``gpu=False``,
+        quarantined), best first.
     """
 
     operation: str

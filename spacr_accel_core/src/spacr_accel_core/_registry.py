@@ -15,9 +15,11 @@ it instead of hanging every thread.
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,7 +29,7 @@ from typing import Any
 import pluggy
 
 from . import _hookspecs
-from ._bounded import bounded_all, probe_timeout
+from ._bounded import Outcome, probe_timeout, start
 from ._discovery import (
     ENV_DISABLE,
     IN_PROCESS,
@@ -64,10 +66,20 @@ _override: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextV
 )
 
 
+_asking: contextvars.ContextVar[str | None] = contextvars.ContextVar("spacr_accel_asking", default=None)
+"""Set while a plugin's spacr_accel_backend_info runs, so a call back into the registry is refused."""
+
+
+def _ask_one(name: str, describer: Callable[[], Any]) -> Any:
+    _asking.set(name)  # in the question's own thread and context: the caller's is untouched
+    return describer()
+
+
 class _LastCall(threading.local):
     """Per-thread record of the last dispatch, kept raw so recording it costs nanoseconds."""
 
     call: tuple[str, str, list[tuple[str, str]], tuple[tuple[str, str], ...]] | None = None
+    """(operation, served by, declined on the way, passed over without a call)."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +94,9 @@ class _Impl:
     ask: bool
 
 
-_Order = tuple[tuple[_Impl, ...], tuple[tuple[str, str], ...]]
-"""The implementations to try, best first, and why each other backend is passed over."""
+_Order = tuple[tuple[_Impl, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
+"""The implementations to try, best first; why each other backend in line is passed over; and why
+the backends out of line (not in the ``use()``/``SPACR_ACCEL_BACKENDS`` order) are."""
 
 
 @dataclass
@@ -96,7 +109,8 @@ class _Snapshot:
     floor: str | None
     ranked: tuple[str, ...] | None = None  # backends with a known priority, best first, floor last
     order_cache: dict[tuple[object, ...], _Order] = field(default_factory=dict)
-    asking: dict[str, threading.Lock] = field(default_factory=dict)
+    questions: dict[str, tuple[Outcome, threading.Event]] = field(default_factory=dict)
+    """backend_info questions in flight or answered, one per plugin."""
 
 
 def _split_names(value: str | None) -> tuple[str, ...]:
@@ -105,9 +119,15 @@ def _split_names(value: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
 
 
-def _priority_key(plugin: Plugin) -> tuple[bool, float, str]:
+def _priority_key(plugin: Plugin) -> tuple[float, str]:
+    """Best first, ties by name, so the order never depends on the install order."""
     priority = plugin.info.priority if plugin.info is not None else 0.0
-    return (plugin.floor, -priority, plugin.name)
+    return (-priority, plugin.name)
+
+
+def _rank_key(plugin: Plugin) -> tuple[bool, float, str]:
+    """The dispatch order: by priority, and the floor last whatever its priority (it always answers)."""
+    return (plugin.floor, *_priority_key(plugin))
 
 
 def _passed_over(plugin: Plugin, operation: str, gpu: bool, restriction: tuple[str, ...] | None,
@@ -151,8 +171,8 @@ class Registry:
         self._lock = threading.RLock()
         self._building = False  # a discovery the parent had in progress has no thread here
         snapshot = self._snapshot
-        if snapshot is not None:
-            snapshot.asking = {}
+        if snapshot is not None:  # a question in flight at the fork has no thread here
+            snapshot.questions = {n: q for n, q in snapshot.questions.items() if q[1].is_set()}
 
     # ---- discovery -------------------------------------------------------------------------
 
@@ -241,34 +261,47 @@ class Registry:
     # ---- asking plugins what they are, and whether they can run now ---------------------------
 
     def _ask_all(self, snapshot: _Snapshot, names: list[str]) -> None:
-        """Ask every named plugin that has not answered yet, side by side, under one bound."""
+        """Ask every named plugin that has not answered yet, side by side, under one bound.
+
+        One question per plugin is ever in flight: a thread that needs a plugin another thread is
+        already asking waits for that answer (within its own bound) instead of asking again.
+        """
         waiting = [n for n in names if not snapshot.plugins[n].asked]
         if not waiting:
             return
-        works = {n: snapshot.plugins[n].describer for n in waiting}
-        outcomes = bounded_all({f"backend_info {n}": w for n, w in works.items() if w is not None},
-                               probe_timeout())
+        if _asking.get() is not None:
+            raise BackendUnavailable(
+                f"plugin {_asking.get()!r} called the ops from its spacr_accel_backend_info, which "
+                "runs while the registry asks whether it can run here: it must not call the ops or "
+                "accelerator.resolve()"
+            )
+        timeout = probe_timeout()
         with self._lock:
+            questions = {}
             for name in waiting:
+                question = snapshot.questions.get(name)
+                describer = snapshot.plugins[name].describer
+                if question is None and describer is not None:
+                    logger.debug("asking spacr_accel plugin %r whether it can run here", name)
+                    question = start(functools.partial(_ask_one, name, describer), f"backend_info {name}")
+                    snapshot.questions[name] = question
+                if question is not None:
+                    questions[name] = question
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for name, (outcome, done) in questions.items():
+            finished = done.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            with self._lock:
                 plugin = snapshot.plugins[name]
                 if plugin.asked:
-                    continue  # another thread's answer arrived first
-                outcome = outcomes[f"backend_info {name}"]
-                snapshot.plugins[name] = judge(plugin, outcome.value, outcome.error, outcome.timed_out,
-                                               outcome.bound, snapshot.manager)
-            snapshot.order_cache.clear()
+                    continue  # judged by another thread that waited for the same question
+                snapshot.plugins[name] = judge(plugin, outcome.value, outcome.error, not finished, timeout,
+                                               snapshot.manager)
+                snapshot.order_cache.clear()
 
     def _ask(self, snapshot: _Snapshot, name: str) -> Plugin:
         """One plugin, asked (once per process, bounded) if it has not answered yet."""
-        plugin = snapshot.plugins[name]
-        if plugin.asked:
-            return plugin
-        with self._lock:
-            lock = snapshot.asking.setdefault(name, threading.Lock())
-        with lock:  # one question per plugin in flight; other plugins' callers do not wait on it
-            if not snapshot.plugins[name].asked:
-                logger.debug("asking spacr_accel plugin %r whether it can run here", name)
-                self._ask_all(snapshot, [name])
+        if not snapshot.plugins[name].asked:
+            self._ask_all(snapshot, [name])
         return snapshot.plugins[name]
 
     def _ranked(self, snapshot: _Snapshot) -> tuple[str, ...]:
@@ -277,7 +310,7 @@ class Registry:
         if ranked is None:
             self._ask_all(snapshot, [p.name for p in snapshot.plugins.values()
                                      if p.info is None and p.describer is not None])
-            ranked = tuple(p.name for p in sorted(snapshot.plugins.values(), key=_priority_key)
+            ranked = tuple(p.name for p in sorted(snapshot.plugins.values(), key=_rank_key)
                            if p.operations and p.info is not None and p.status in ("ok", "unusable"))
             snapshot.ranked = ranked
             logger.debug("spacr_accel backends ranked: %s", ", ".join(ranked) or "(none)")
@@ -381,15 +414,11 @@ class Registry:
         operation, served, declined, skipped = call
         snapshot = self._snapshot
         if snapshot is None or served not in snapshot.plugins:
-            return Dispatch(operation, served, tuple(declined) + skipped)
-        bar = _priority_key(snapshot.plugins[served])
-        above = [(n, why) for n, why in skipped
-                 if n in snapshot.plugins and _priority_key(snapshot.plugins[n]) < bar]
-        tried = dict(declined)
-        rows = sorted([*declined, *(row for row in above if row[0] not in tried)],
-                      key=lambda row: _priority_key(snapshot.plugins[row[0]]) if row[0] in snapshot.plugins
-                      else (False, 0.0, row[0]))
-        return Dispatch(operation, served, tuple(rows))
+            return Dispatch(operation, served, tuple(declined))
+        bar = _rank_key(snapshot.plugins[served])
+        above = tuple(row for row in skipped
+                      if row[0] in snapshot.plugins and _rank_key(snapshot.plugins[row[0]]) < bar)
+        return Dispatch(operation, served, (*declined, *above))
 
     # ---- dispatch --------------------------------------------------------------------------
 
@@ -413,14 +442,16 @@ class Registry:
                 names = ([n for n in restriction if n in ranked and not snapshot.plugins[n].floor]
                          + [n for n in ranked if snapshot.plugins[n].floor])
             skipped: list[tuple[str, str]] = []
+            out_of_line: list[tuple[str, str]] = []
             for plugin in sorted(snapshot.plugins.values(), key=_priority_key):
                 why = _passed_over(plugin, operation, gpu, restriction, self._faults)
                 if why is not None:
-                    skipped.append((plugin.name, why))
-            passed = {name for name, _ in skipped}
-            impls = [_Impl(n, snapshot.calls[operation][n], not snapshot.plugins[n].asked)
-                     for n in names if n not in passed]
-            order = (tuple(impls), tuple(skipped))
+                    in_line = restriction is None or plugin.name in restriction or plugin.floor
+                    (skipped if in_line else out_of_line).append((plugin.name, why))
+            passed = {name for name, _ in skipped + out_of_line}
+            impls = tuple(_Impl(n, snapshot.calls[operation][n], not snapshot.plugins[n].asked)
+                          for n in names if n not in passed)
+            order = (impls, tuple(skipped), tuple(out_of_line))
             snapshot.order_cache[key] = order
         return order
 
@@ -471,7 +502,7 @@ class Registry:
         order = snapshot.order_cache.get((operation, gpu) if override is None else (operation, gpu, override))
         if order is None:
             order = self._order(snapshot, operation, gpu)
-        impls, skipped = order
+        impls, skipped, out_of_line = order
         declined: list[tuple[str, str]] = []
         for impl in impls:
             if impl.ask:
@@ -515,7 +546,7 @@ class Registry:
                 logger.debug("%s served by %r%s", operation, impl.plugin,
                              f" after {[name for name, _ in declined]} declined" if declined else "")
             return result
-        raise NoBackendError(operation, [*declined, *skipped], hint=self._hint(snapshot))
+        raise NoBackendError(operation, [*declined, *skipped, *out_of_line], hint=self._hint(snapshot))
 
     @staticmethod
     def _hint(snapshot: _Snapshot) -> str:
