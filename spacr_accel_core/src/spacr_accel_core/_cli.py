@@ -60,6 +60,16 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's layout, except that a URL is never broken at its hyphens or its length."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
 _VERBOSE_HELP = "log to stderr: -v INFO, -vv DEBUG (which backend ran, and why others declined)"
 
 
@@ -77,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="spaCR's accelerator layer: what this machine can run, and how fast.",
         epilog=f"Documentation, with the --json keys: {DOCS_URL}",
         allow_abbrev=False,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action=_VersionAction, help="print the core's version and exit")
     parser.add_argument("-v", "--verbose", action="count", default=0, help=_VERBOSE_HELP)
@@ -85,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor",
         allow_abbrev=False,
+        formatter_class=_Formatter,
         help="what was found, what is usable and why not, every plugin and override",
         description="Report the device, its capabilities, every plugin and the overrides in force. "
                     "It runs none of the three operations, but it does resolve the device as spaCR "
@@ -98,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser(
         "bench",
         allow_abbrev=False,
+        formatter_class=_Formatter,
         help="time each operation on each backend, checked against NumPy",
         description="Run maximum_filter, matmul and nearest_neighbours on every backend that runs "
                     "here, check each answer against NumPy, and print times and speed-ups. "
