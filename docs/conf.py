@@ -16,7 +16,7 @@ import importlib.metadata
 
 project = "spacr-accel"
 author = "The spacr-accel contributors"
-copyright = "2026, The spacr-accel contributors"  # noqa: A001  # Sphinx's own name for the setting
+copyright = "2026, The spacr-accel contributors"  # Sphinx's own name for the setting (shadows the builtin)
 try:
     release = importlib.metadata.version("spacr-accel-core")
 except importlib.metadata.PackageNotFoundError:  # building from a checkout without an install
