@@ -41,6 +41,7 @@ html_title = f"spacr-accel {release}"
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+autodoc_preserve_defaults = True  # show `xp=np`, not the repr of a module with its install path
 autodoc_default_options = {"members": True, "show-inheritance": True}
 
 # No intersphinx: the site must build offline (CI machines reach no documentation server).
