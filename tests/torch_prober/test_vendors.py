@@ -96,8 +96,10 @@ def test_apple_metal_without_names(stand_in: Any, on_host: Any) -> None:
     assert (found.kind, found.name, found.label) == ("mps", "", "Metal GPU (Apple Metal)")
 
 
-def test_metal_is_not_offered_off_macos(stand_in: Any) -> None:
-    assert inspect_torch(stand_in.torch(mps=stand_in.Mps())).kind == "cpu"
+def test_an_unavailable_metal_is_not_reported_off_macos(stand_in: Any) -> None:
+    # Believing an available Metal on any host is tested in test_metal_off_macos.py.
+    found = inspect_torch(stand_in.torch(mps=stand_in.Mps(available=False, built=True)))
+    assert (found.kind, found.detected) == ("cpu", True) and "Metal" not in found.label
 
 
 METAL_CASES = {

@@ -178,6 +178,13 @@ class Progress:
         self._done = 0
         self._width = 0
 
+    def drop(self, steps: int) -> None:
+        """Take steps that will not run out of the count (a skipped backend's repeats).
+
+        :param steps: how many planned steps were cancelled.
+        """
+        self._total = max(self._done, self._total - steps)
+
     def step(self, text: str) -> None:
         """Count one step and show what runs now.
 
@@ -246,25 +253,51 @@ def _one_case(case: Case, names: Sequence[str], repeats: int, budget: float, bar
             answers[name] = answer
             if seconds > budget:  # too slow to repeat: its warm-up is its only time
                 rows[name]["times_s"].append(seconds)
+                bar.drop(repeats)
+        else:  # skipped, faulty or broken: it has no repeats to count
+            bar.drop(repeats)
     reference = answers.get(REFERENCE)
     for name, answer in answers.items():
         if reference is None:
             rows[name]["detail"] = "no NumPy reference to check against"
         else:
             rows[name]["agrees"], rows[name]["detail"] = case.compare(reference, answer)
+    _repeat(case, function, rows, repeats, budget, bar)
+    _speedups(rows)
+    return {"operation": case.operation, "input": case.label, "results": list(rows.values())}
+
+
+def _repeat(case: Case, function: Callable[..., Any], rows: dict[str, Report], repeats: int, budget: float,
+            bar: Progress) -> None:
+    """The timed rounds, interleaved across the backends that ran, each kept to its budget.
+
+    A backend that was skipped, or whose warm-up alone exceeded the budget, has no rounds, and
+    its rounds are taken out of the progress count as soon as that is known.
+
+    :param case: the operation and its input.
+    :param function: the ``ops`` function.
+    :param rows: backend name -> result row, updated in place.
+    :param repeats: timed rounds after the warm-up.
+    :param budget: timed seconds after which a backend stops repeating.
+    :param bar: the progress line.
+    """
+    done = {name for name, row in rows.items() if row["status"] != "ok" or row["times_s"]}
     for round_ in range(repeats):
-        for name in names:
-            row = rows[name]
-            bar.step(f"{case.operation} on {name}, repeat {round_ + 1}/{repeats}")
-            if row["status"] != "ok" or sum(row["times_s"]) > budget:
+        for name, row in rows.items():  # in the order the backends were warmed up
+            if name in done:
                 continue
+            if sum(row["times_s"]) > budget:  # its best so far stands; its later rounds are not run
+                done.add(name)
+                bar.drop(repeats - round_)
+                continue
+            bar.step(f"{case.operation} on {name}, repeat {round_ + 1}/{repeats}")
             status, reason, _, seconds = _attempt(partial(function, *case.args, backend=name))
             if status == "ok":
                 row["times_s"].append(seconds)
             else:  # it ran once and then declined: report that, and drop its times
                 row.update(status=status, reason=f"on a repeat: {reason}", times_s=[])
-    _speedups(rows)
-    return {"operation": case.operation, "input": case.label, "results": list(rows.values())}
+                done.add(name)
+                bar.drop(repeats - round_ - 1)
 
 
 def _speedups(rows: dict[str, Report]) -> None:
@@ -322,35 +355,48 @@ def run(
     return report
 
 
+WIDTH = 100
+"""Columns the table fits in: a terminal of 100 columns shows every row unwrapped."""
+
+
 def render(report: Report) -> str:
-    """The report as an aligned table for people.
+    """The report as aligned tables for people, one per operation, within :data:`WIDTH` columns.
+
+    The input is the operation's heading rather than a column (it is the same for every backend),
+    and a long detail (a skipped backend's reason) wraps under its own column.
 
     :param report: what :func:`run` returned.
     :returns: the text, ending in a newline.
     """
-    from ._doctor import table
+    import textwrap
 
     out = [
         f"spacr-accel bench{' --quick' if report['quick'] else ''}: best of {report['repeat']} "
         "after a warm-up; speed-up = NumPy's time / the backend's",
         f"automatic dispatch order here: {', '.join(report['order'])}",
-        "",
     ]
-    rows = []
+    headers = ["backend", "status", "agrees", "best ms", "speed-up"]
     for op in report["operations"]:
-        first = True
+        rows = []
         for row in op["results"]:
             agrees = "-" if row["agrees"] is None else ("yes" if row["agrees"] else "NO")
             best = "-" if row["best_s"] is None else f"{row['best_s'] * 1e3:.2f}"
             speedup = "-" if row["speedup"] is None else f"{row['speedup']:.2f}x"
             note = row["reason"] if row["status"] != "ok" else row["detail"]
-            rows.append([op["operation"] if first else "", op["input"] if first else "", row["backend"],
-                         row["status"], agrees, best, speedup, note])
-            first = False
-    out += table(["operation", "input", "backend", "status", "agrees", "best ms", "speed-up", "detail"],
-                 rows, indent="")
+            rows.append(([row["backend"], row["status"], agrees, best, speedup], note))
+        widths = [max(len(cells[i]) for cells in [headers, *(r[0] for r in rows)]) for i in range(len(headers))]
+        indent = "  "
+        prefix = len(indent) + sum(widths) + 2 * len(widths)
+        room = max(WIDTH - prefix, 24)
+        out += ["", textwrap.shorten(f"{op['operation']}: {op['input']}", WIDTH, placeholder="...")]
+        for cells, note in [(headers, "detail"), *rows]:
+            lines = textwrap.wrap(note, room, break_on_hyphens=False) or [""]
+            out.append((indent + "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))
+                        + "  " + lines[0]).rstrip())
+            out += [" " * prefix + line for line in lines[1:]]
     if report["problems"]:
-        out += ["", f"PROBLEMS: {'; '.join(report['problems'])} (wrong answers, or broke the contract)"]
+        out += ["", *textwrap.wrap(f"PROBLEMS: {'; '.join(report['problems'])} (wrong answers, or broke "
+                                   "the contract)", WIDTH, subsequent_indent="  ")]
     return "\n".join(out) + "\n"
 
 

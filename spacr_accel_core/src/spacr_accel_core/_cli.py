@@ -4,9 +4,10 @@ WHY SO LITTLE AT IMPORT TIME. The console script starts a fresh interpreter for 
 the doctor has a budget of about three seconds of which ``import torch`` takes most; so this
 module imports only :mod:`argparse`, and each subcommand imports what it needs when it runs.
 
-Exit codes: ``0`` success (the doctor ALWAYS exits 0: it reports problems, it is not one);
-``1`` the bench found a backend that disagrees with NumPy or broke the contract; ``2`` a usage
-error (argparse's own convention).
+Exit codes: ``0`` success (the doctor ALWAYS exits 0: it reports problems, it is not one, and
+that includes an output it cannot write, such as ``> /dev/full``); ``1`` the bench found a backend
+that disagrees with NumPy or broke the contract, or could not write its table; ``2`` a usage error
+(argparse's own convention, told by the subcommand whose option was wrong).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 PROG = "spacr-accel"
+
+DOCS_URL = "https://github.com/EinarOlafsson/spacr-accel/blob/main/docs/cli.md"
+"""Where the command line and its ``--json`` keys are documented (a wheel carries no docs/ folder)."""
 
 
 def _at_least_one(text: str) -> int:
@@ -56,34 +60,62 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's layout, except that a URL is never broken at its hyphens or its length."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
+_VERBOSE_HELP = "log to stderr: -v INFO, -vv DEBUG (which backend ran, and why others declined)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, separate from :func:`main` so the docs and tests can inspect it.
 
-    :returns: a parser whose ``command`` attribute names the subcommand.
+    Abbreviated options are refused (``allow_abbrev=False``): a script that wrote ``--js`` would
+    break the day another option starting with those letters is added.
+
+    :returns: a parser whose ``command`` attribute names the subcommand and whose
+        ``command_parser`` is that subcommand's own parser (for its usage errors).
     """
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="spaCR's accelerator layer: what this machine can run, and how fast.",
+        epilog=f"Documentation, with the --json keys: {DOCS_URL}",
+        allow_abbrev=False,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action=_VersionAction, help="print the core's version and exit")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log to stderr: -v INFO, -vv DEBUG (which backend ran, and why others declined)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=_VERBOSE_HELP)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     doctor = commands.add_parser(
         "doctor",
+        allow_abbrev=False,
+        formatter_class=_Formatter,
         help="what was found, what is usable and why not, every plugin and override",
         description="Report the device, its capabilities, every plugin and the overrides in force. "
-                    "Runs no computation and always exits 0.",
+                    "It runs none of the three operations, but it does resolve the device as spaCR "
+                    "would: it imports torch and, on a GPU, measures float64 and bfloat16 support "
+                    "with a two-element tensor (which creates the driver's context). "
+                    "It always exits 0.",
+        epilog=f"The --json keys are documented at {DOCS_URL}",
     )
-    doctor.add_argument("--json", action="store_true", help="machine-readable output (keys in docs/cli.md)")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output (schema version 1)")
 
     bench = commands.add_parser(
         "bench",
+        allow_abbrev=False,
+        formatter_class=_Formatter,
         help="time each operation on each backend, checked against NumPy",
         description="Run maximum_filter, matmul and nearest_neighbours on every backend that runs "
                     "here, check each answer against NumPy, and print times and speed-ups. "
                     "Exits 1 when a backend gives a different answer.",
+        epilog=f"The --json keys are documented at {DOCS_URL}",
     )
     bench.add_argument("--json", action="store_true", help="machine-readable output, no progress line")
     bench.add_argument("--quick", action="store_true", help="small inputs: a check in seconds")
@@ -91,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="benchmark only this backend (repeatable); NumPy always runs as the reference")
     bench.add_argument("--repeat", type=_at_least_one, metavar="N", default=None,
                        help="timed runs per backend after a warm-up, best kept (default 5, 3 with --quick)")
+    for command in (doctor, bench):
+        # Accepted after the subcommand too (``spacr-accel doctor -v``), counted on its own
+        # destination: a subparser's default would otherwise overwrite the count given before it.
+        command.add_argument("-v", "--verbose", action="count", default=0, dest="command_verbose",
+                             help=_VERBOSE_HELP)
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -154,6 +192,18 @@ def _silence_stdout() -> None:
         pass
 
 
+def _complain(text: str) -> None:
+    """One line on stderr, if stderr can take it (it may be as full as stdout).
+
+    :param text: the line, without its newline.
+    """
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
 def _is_the_program(argv: Sequence[str] | None) -> bool:
     """Whether this call IS the process (the console script, ``python -m``), not a library call.
 
@@ -196,13 +246,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         ends here with the exit code, without interpreter teardown (see :func:`_finish`).
     :returns: the exit code (see the module docstring). Usage errors exit 2 through argparse.
     """
-    args = build_parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # told by the subcommand's parser, so the usage shown is the one that applies
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    _configure_logging(args.verbose + args.command_verbose)
     try:
         code = _doctor_command(args) if args.command == "doctor" else _bench_command(args)
-    except BrokenPipeError:
+    except BrokenPipeError:  # ``| head``: the reader's normal way of saying "enough"
         _silence_stdout()
         code = 0
+    except OSError as exc:  # ``> /dev/full``, a vanished terminal: say so in one line, no traceback
+        _silence_stdout()
+        _complain(f"{PROG}: could not write the report: {exc.strerror or exc}")
+        code = 0 if args.command == "doctor" else 1
     if _is_the_program(argv):
         _finish(code)
     return code

@@ -243,7 +243,7 @@ def _build_cupy_kit(ieee_state: _IeeeState) -> Kit:
     try:
         count = int(cupy.cuda.runtime.getDeviceCount())
     except Exception as exc:
-        raise BackendUnavailable(f"cupy cannot reach a CUDA device: {_first_line(exc)}") from exc
+        raise BackendUnavailable(f"cupy cannot reach a CUDA device: {_why_no_device(exc)}") from exc
     if count < 1:
         raise BackendUnavailable("cupy found no CUDA device")
     pool = cupy.get_default_memory_pool()
@@ -339,5 +339,30 @@ def translate(exc: BaseException, what: str) -> BaseException:
         return BackendOutOfMemory(f"cupy {what}: the device is out of memory: {_first_line(exc)}")
     vendor = _vendor_errors()
     if vendor and isinstance(exc, vendor):
+        absent = _no_driver()
+        if absent is not None:  # the runtime's "driver version is insufficient" means "no driver"
+            return BackendUnavailable(f"cupy {what}: {absent}")
         return BackendUnavailable(f"cupy {what}: the device failed: {_first_line(exc)}")
     return exc
+
+
+def _no_driver() -> str | None:
+    """The doctor's words when the OS shows no NVIDIA driver, else ``None``.
+
+    Without a driver, CuPy's runtime says "CUDA driver version is insufficient for CUDA runtime
+    version", which sends a user hunting for a driver update on a machine that has no NVIDIA
+    driver (or card) at all; the doctor says "no NVIDIA driver is loaded", and a forced call
+    must say the same thing.
+    """
+    from ._plugin import _no_nvidia_driver  # imported here: _plugin imports this module
+
+    return _no_nvidia_driver()
+
+
+def _why_no_device(exc: BaseException) -> str:
+    """Why CuPy's device count failed, in the doctor's words where the OS already knows.
+
+    :param exc: what ``getDeviceCount`` raised.
+    """
+    absent = _no_driver()
+    return absent if absent is not None else _first_line(exc)

@@ -209,12 +209,20 @@ def _mac_release(host: _Host) -> tuple[int, int]:
 
 
 def _metal(torch: Any, device_names: bool) -> Accelerator | None:
-    """Apple Metal. Drives Apple Silicon AND the AMD cards in Intel Macs."""
+    """Apple Metal. Drives Apple Silicon AND the AMD cards in Intel Macs.
+
+    THE MODULE'S ANSWER IS BELIEVED. ``is_available()`` True is Metal, on any host: a stand-in
+    passed to ``inspect_torch`` is how spaCR exercises its Metal diagnosis on Linux CI, and a real
+    torch never says True off macOS. The host only shapes the explanation of an UNAVAILABLE Metal:
+    off macOS there is nothing to explain (no Metal is reported), on macOS the reasons differ.
+    """
     backend = getattr(getattr(torch, "backends", None), "mps", None)
+    if backend is None:
+        return None
     host = _host()
-    if backend is None or host.system != "Darwin":
-        return None  # no Metal off macOS, whatever the build says
     if not backend.is_available():
+        if host.system != "Darwin":
+            return None  # Metal exists only on macOS: its absence elsewhere needs no explanation
         gpu, note = _why_metal_is_unavailable(bool(backend.is_built()), host)
         return Accelerator(kind="mps", device="cpu", label=f"{gpu} (Apple Metal)", name=gpu,
                            usable=False, note=note)
