@@ -58,7 +58,9 @@ def test_a_found_but_unused_device_keeps_one_level(resolved: Callable[[Accelerat
 
 def test_an_unreadable_timeout_warns_once_per_process(monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(accelerator, "_UNREADABLE_TIMEOUTS", set())
+    from spacr_accel_core import _bounded
+
+    monkeypatch.setattr(_bounded, "_warned_values", set())
     monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "abc")
     with caplog.at_level(logging.WARNING, logger="spacr_accel_core.accelerator"):
         for _ in range(8):  # a doctor reads the bound seven or eight times

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import spacr_accel_core
-from spacr_accel_torch import _probe
+from spacr_accel_torch import _plugin, _probe
 
 
 class Cuda:
@@ -126,6 +126,9 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(_probe, "_host", host)
     monkeypatch.setattr(_probe, "_IMPORT", _probe._ImportState())
     monkeypatch.setitem(sys.modules, "torch_directml", None)  # no DirectML unless a test adds it
+    # The stand-in torch is the machine here: the OS's device nodes (none on CI) must not
+    # answer for it before it is asked.
+    monkeypatch.setattr(_plugin, "_no_device_node", lambda: None)
     spacr_accel_core.refresh()
     yield
     spacr_accel_core.refresh()

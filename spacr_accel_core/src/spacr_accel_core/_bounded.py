@@ -61,14 +61,20 @@ def probe_timeout() -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        value = math.nan
+        _warn_once(raw, "is not a number of seconds")
+        return DEFAULT_PROBE_TIMEOUT
     if math.isnan(value) or value <= 0:
-        if raw not in _warned_values:
-            _warned_values.add(raw)
-            logger.warning("%s=%r is not a positive number of seconds; using %g", ENV_PROBE_TIMEOUT, raw,
-                           DEFAULT_PROBE_TIMEOUT)
+        _warn_once(raw, "must be positive")
         return DEFAULT_PROBE_TIMEOUT
     return None if math.isinf(value) else value
+
+
+def _warn_once(raw: str, problem: str) -> None:
+    """Warn that :data:`ENV_PROBE_TIMEOUT` cannot be used, the first time this value is met: the
+    bound is read for every probe and registry question (seven or eight times for one doctor)."""
+    if raw not in _warned_values:
+        _warned_values.add(raw)
+        logger.warning("%s=%r %s; using %g", ENV_PROBE_TIMEOUT, raw, problem, DEFAULT_PROBE_TIMEOUT)
 
 
 def start(work: Callable[[], Any], what: str) -> tuple[Outcome, threading.Event]:

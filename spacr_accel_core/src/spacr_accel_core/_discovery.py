@@ -11,8 +11,8 @@ the contract), bounded like a probe.
 THE SHIPPED BACKENDS ARE FOUND AS THEMSELVES. An entry point is a name anybody can declare: a
 distribution earlier on ``sys.path`` that declares ``numpy`` must not replace the floor. So a
 shipped name is taken from its own distribution whatever the metadata order, and any other
-distribution declaring it is reported as a conflict; for every other name the winner is chosen by
-distribution name, so it never depends on the order the metadata happens to be read in.
+distribution declaring it is reported as a conflict; for every other name the first on ``sys.path``
+wins, the rule Python itself applies to two modules of one name, and the other is reported.
 """
 
 from __future__ import annotations
@@ -154,12 +154,10 @@ def _canonical(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _rank_claim(ep: importlib.metadata.EntryPoint) -> tuple[int, str, str]:
-    """Which of several same-named entry points wins: the shipped one, else by distribution."""
-    distribution = _canonical(_origin(ep)[0])
+def _is_shipped(ep: importlib.metadata.EntryPoint) -> bool:
+    """Whether ``ep`` is one of this project's own backends, declared by its own distribution."""
     shipped = SHIPPED.get(ep.name)
-    own = shipped is not None and distribution == shipped[0] and ep.value == shipped[1]
-    return (0 if own else 1, distribution, ep.value)
+    return shipped is not None and _canonical(_origin(ep)[0]) == shipped[0] and ep.value == shipped[1]
 
 
 def entry_point_plugins(disabled: tuple[str, ...]) -> Iterator[Plugin]:
@@ -175,7 +173,8 @@ def entry_point_plugins(disabled: tuple[str, ...]) -> Iterator[Plugin]:
     for ep in found:
         claims.setdefault(ep.name, []).append(ep)
     for name in sorted(claims):
-        ranked = sorted(claims[name], key=_rank_claim)
+        # sorted() is stable: after the shipped distribution, sys.path order decides.
+        ranked = sorted(claims[name], key=lambda ep: not _is_shipped(ep))
         winner = ranked[0]
         dist_name, version = _origin(winner)
         seen = {(winner.value, _canonical(dist_name))}
