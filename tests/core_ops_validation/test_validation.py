@@ -65,12 +65,17 @@ BAD_CALLS = [
     (lambda **k: ops.maximum_filter(np.ones((2, 2), "datetime64[s]"), 3, **k), TypeError, ["field"]),
     (lambda **k: ops.maximum_filter(GOOD_FIELD, -1, **k), ValueError, ["size", "-1"]),
     (lambda **k: ops.maximum_filter(GOOD_FIELD, -4, **k), ValueError, ["size"]),
-    (lambda **k: ops.maximum_filter(GOOD_FIELD, 3.0, **k), TypeError, ["size"]),
-    (lambda **k: ops.maximum_filter(GOOD_FIELD, 2.5, **k), TypeError, ["size"]),
+    (lambda **k: ops.maximum_filter(GOOD_FIELD, 2.5, **k), ValueError, ["size", "whole number"]),
+    (lambda **k: ops.maximum_filter(GOOD_FIELD, float("nan"), **k), ValueError, ["size"]),
+    (lambda **k: ops.maximum_filter(GOOD_FIELD, float("inf"), **k), ValueError, ["size"]),
+    (lambda **k: ops.maximum_filter([[1, 2], [3]], 3, **k), ValueError, ["field"]),
+    (lambda **k: ops.maximum_filter(np.ma.masked_array(GOOD_FIELD), 3, **k), TypeError, ["field", "masked"]),
+    (lambda **k: ops.matmul([[1, 2], [3]], np.ones((2, 2)), **k), ValueError, ["first"]),
+    (lambda **k: ops.nearest_neighbours(GOOD_POINTS, np.ma.masked_array(GOOD_POINTS), **k), TypeError,
+     ["target", "masked"]),
     (lambda **k: ops.maximum_filter(GOOD_FIELD, "3", **k), TypeError, ["size"]),
     (lambda **k: ops.maximum_filter(GOOD_FIELD, None, **k), TypeError, ["size"]),
     (lambda **k: ops.maximum_filter(GOOD_FIELD, True, **k), TypeError, ["size"]),
-    (lambda **k: ops.maximum_filter(GOOD_FIELD, np.float64(3), **k), TypeError, ["size"]),
     # matmul
     (lambda **k: ops.matmul(np.float32(2), np.ones(3), **k), ValueError, ["first", "second"]),
     (lambda **k: ops.matmul(np.ones(3), 2.0, **k), ValueError, ["second"]),
@@ -89,7 +94,7 @@ BAD_CALLS = [
     (lambda **k: ops.nearest_neighbours(GOOD_POINTS, np.ones((2, 2), complex), **k), TypeError, ["target"]),
     (lambda **k: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=0, **k), ValueError, ["chunk"]),
     (lambda **k: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=-5, **k), ValueError, ["chunk"]),
-    (lambda **k: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=2.0, **k), TypeError, ["chunk"]),
+    (lambda **k: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=2.5, **k), ValueError, ["chunk"]),
     (lambda **k: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=None, **k), TypeError, ["chunk"]),
     (lambda **k: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=False, **k), TypeError, ["chunk"]),
     (lambda **k: ops.nearest_neighbours(np.array([[0.0, np.nan]]), GOOD_POINTS, **k), ValueError,
@@ -135,7 +140,8 @@ def test_the_spy_does_see_good_input(spy):
 
 
 @pytest.mark.parametrize(("size", "corner"), [(3, 6.0), (np.int8(3), 6.0), (np.uint64(3), 6.0),
-                                             (np.int64(4), 12.0), (5, 12.0)])
+                                             (np.int64(4), 12.0), (5, 12.0), (3.0, 6.0), (np.float32(3), 6.0),
+                                             (np.float64(5), 12.0)])
 def test_integer_like_sizes_are_accepted(size, corner):
     field = np.arange(20, dtype=np.float32).reshape(4, 5)
     result = ops.maximum_filter(field, size)
@@ -161,3 +167,40 @@ def test_input_arrays_are_not_modified():
     ops.matmul(source, target)
     for before, after in zip(copies, (source, target, field), strict=True):
         np.testing.assert_array_equal(before, after)
+
+
+@pytest.mark.parametrize(("call", "words"), [
+    (lambda: ops.matmul(np.ones((2, 2)), np.ones((2, 2)), gpu="False"), ["gpu", "True or False"]),
+    (lambda: ops.maximum_filter(np.ones((2, 2)), 3, gpu=None), ["gpu"]),
+    (lambda: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, gpu=1), ["gpu"]),
+    (lambda: ops.matmul(np.ones((2, 2)), np.ones((2, 2)), backend=["numpy"]), ["backend", "name"]),
+    (lambda: ops.maximum_filter(np.ones((2, 2)), 3, backend=""), ["backend"]),
+    (lambda: ops.accelerated_backends(gpu="no"), ["gpu"]),
+])
+def test_keywords_are_checked(call, words):
+    with pytest.raises(TypeError) as info:
+        call()
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_numpy_bools_are_bools():
+    assert ops.matmul(np.ones((1, 1)), np.ones((1, 1)), gpu=np.False_).tolist() == [[1.0]]
+
+
+@pytest.mark.parametrize("make", [
+    lambda torch: torch.ones((2, 2), requires_grad=True),
+    lambda torch: torch.ones((2, 2), dtype=torch.complex64).conj(),
+])
+def test_a_torch_tensor_numpy_cannot_read_is_a_type_error_naming_the_argument(make):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="second cannot be read as a NumPy array"):
+        ops.matmul(np.ones((2, 2)), make(torch))
+    with pytest.raises(TypeError, match="field"):
+        ops.maximum_filter(make(torch), 3)
+
+
+def test_a_whole_float_chunk_is_taken_as_rows():
+    index, distance = ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=np.float32(1.0))
+    want_index, want_distance = ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, chunk=1)
+    assert index.tolist() == want_index.tolist() and distance.tolist() == want_distance.tolist()

@@ -18,7 +18,7 @@ class BackendInfo:
     """What a plugin says about itself, from its ``spacr_accel_backend_info`` hook.
 
     :param name: the plugin's name; should equal its entry point's name.
-    :param priority: higher runs first. The defaults follow the seed's order: torch 300,
+    :param priority: higher runs first. The defaults follow spaCR's order: torch 300,
         cupy 200, numpy 100 (the floor). Equal priorities break ties by name.
     :param accelerated: it needs a device, so ``gpu=False`` refuses it outright.
     :param usable: it can serve automatic dispatch here, now. A plugin that is not usable is

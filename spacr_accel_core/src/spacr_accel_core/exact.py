@@ -37,7 +37,7 @@ EXACT_IN_FLOAT32: Final[frozenset[np.dtype]] = frozenset(
     np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
 )
 """The dtypes every value of which float32 holds exactly. ``matmul`` multiplies operands of these
-in float32 (what the seed did on every backend) and wider ones (int32, int64, float64) in float64,
+in float32 (what spaCR did on every backend) and wider ones (int32, int64, float64) in float64,
 rounded once to float32: no less accurate, so every backend agrees to one float32 rounding."""
 
 

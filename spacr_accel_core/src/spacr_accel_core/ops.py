@@ -49,10 +49,12 @@ def _numeric(value: Any, name: str) -> np.ndarray:
                             "(a mask would be silently ignored)")
         try:
             array = np.asarray(value)
-        except (ValueError, RuntimeError, TypeError) as exc:
-            # Ragged lists (ValueError), a torch tensor that requires grad or has its conjugate
-            # bit set (RuntimeError: the class that would read as "backend declined").
-            raise TypeError(f"{name} cannot be read as an array: {describe(exc)}") from None
+        except ValueError as exc:  # ragged lists: a shape, not a type, is wrong
+            raise ValueError(f"{name} cannot be read as an array: {describe(exc)}") from None
+        except (RuntimeError, TypeError) as exc:
+            # A torch tensor that requires grad or has its conjugate bit set raises RuntimeError,
+            # the class that would read as "backend declined": it is the caller's input that is wrong.
+            raise TypeError(f"{name} cannot be read as a NumPy array: {describe(exc)}") from None
     if array.dtype.kind not in _NUMERIC_KINDS:
         raise TypeError(
             f"{name} must hold real numbers (bool, integer or float), got dtype {array.dtype}"
@@ -88,12 +90,23 @@ def _options(gpu: Any, backend: Any) -> bool:
 
 
 def _integer(value: Any, name: str) -> int:
+    """A whole number of pixels or rows: any integer, or a float holding a whole number.
+
+    spaCR computes sizes from radii and scales (``2 * radius + 1`` with a float radius), so ``7.0``
+    and ``np.float32(7)`` are taken as 7; a fraction is refused rather than silently rounded.
+    """
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got a bool ({value!r})")
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
+        pass
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if not number.is_integer():  # NaN and infinity are not whole numbers either
+            raise ValueError(f"{name} must be a whole number, got {value!r}")
+        return int(number)
+    raise TypeError(f"{name} must be an integer, got {type(value).__name__} ({value!r})")
 
 
 def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
@@ -142,18 +155,21 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     WHAT PEAK FINDING IS MADE OF: a read is a local maximum of the spot score, and "local" means
     this. Edges repeat the border pixel, matching ``scipy.ndimage.maximum_filter(...,
     mode="nearest")``, because the alternative is a rim of false maxima all the way round the field.
-    The result is bit-identical on every backend to scipy on ``field.astype(float32)``, with one
-    rule scipy lacks: a window holding a NaN yields NaN (scipy's answer depends on where the NaN
-    sits, and the seed's backends disagreed).
+    The result is bit-identical on every backend to scipy on ``field.astype(float32)``, with two
+    rules scipy lacks: a window holding a NaN yields NaN (scipy's answer depends on where the NaN
+    sits, and backends disagree there), and a maximum of zero is ``+0.0`` (scipy may return
+    ``-0.0``, whichever zero its scan met first).
 
     :param field: a 2-D array of real numbers.
-    :param size: the window edge, in pixels. Even sizes are raised to the next odd one (a window
-        with no centre cannot be centred); ``size <= 1`` returns a copy.
+    :param size: the window edge, in pixels: an integer, or a float holding a whole number
+        (``7.0``). Even sizes are raised to the next odd one (a window with no centre cannot be
+        centred); ``size <= 1`` returns a copy.
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
     :returns: the filtered field as a new float32 array of the same shape.
-    :raises ValueError: ``field`` is not 2-D, or ``size`` is negative.
-    :raises TypeError: ``field`` is not numeric, or ``size`` is not an integer.
+    :raises ValueError: ``field`` is not 2-D, or ``size`` is negative or fractional.
+    :raises TypeError: ``field`` is not numeric (or a masked array), ``size`` is not a number, or
+        ``gpu``/``backend`` are not a bool and a name.
     """
     array = _numeric(field, "field")
     if array.ndim != 2:
@@ -238,8 +254,8 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
     :raises ValueError: an operand is 0-d, or the shapes do not multiply.
     :raises TypeError: an operand is not real-numeric.
     """
-    a = first if type(first) is np.ndarray else np.asarray(first)
-    b = second if type(second) is np.ndarray else np.asarray(second)
+    a = first if type(first) is np.ndarray else _numeric(first, "first")
+    b = second if type(second) is np.ndarray else _numeric(second, "second")
     if a.dtype.kind not in _NUMERIC_KINDS or b.dtype.kind not in _NUMERIC_KINDS:
         _numeric(a, "first")
         _numeric(b, "second")
@@ -282,7 +298,7 @@ def nearest_neighbours(
     CHUNKED, ALWAYS: a well can carry a hundred thousand nuclei and the full distance matrix
     between two such sets is 40 GB, so every backend bounds its working set however large the
     well is. Ties go to the lower index on every backend, so a caller pairing mutual nearest
-    neighbours gets the same pairs whatever ran. Coordinates are taken as float32 (as the seed
+    neighbours gets the same pairs whatever ran. Coordinates are taken as float32 (as spaCR
     did); "nearest" is decided exactly in float64 on those values.
 
     :param source: ``(N, D)`` points.
@@ -302,7 +318,7 @@ def nearest_neighbours(
     if src.shape[1] != tgt.shape[1]:
         raise ValueError(
             f"source and target must have the same width (coordinates per point): "
-            f"source is {src.shape[1]}-D, target is {tgt.shape[1]}-D"
+            f"source has {src.shape[1]} coordinates per point, target has {tgt.shape[1]}"
         )
     if src.shape[1] == 0:
         raise ValueError("source and target must have at least one coordinate per point")
