@@ -236,13 +236,22 @@ def test_text_survives_a_terminal_that_cannot_encode_it(monkeypatch: pytest.Monk
     assert raw.getvalue() == b"plugin ?t?: r?sum? ? ok\n"
 
 
-def test_the_program_exits_at_once_with_its_code_and_its_output_flushed() -> None:
-    script = ("import sys\nfrom spacr_accel_core._cli import main\nfrom spacr_accel_core import _cli\n"
-              "assert _cli._is_the_program(None) and not _cli._is_the_program(['doctor'])\n"
-              "sys.stdout.write('written, not yet flushed')\n_cli._finish(3)\nprint('never reached')\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+def test_the_program_ends_normally_so_other_libraries_atexit_handlers_run() -> None:
+    script = ("import atexit, sys\nfrom spacr_accel_core._cli import main\n"
+              "atexit.register(lambda: print('atexit ran'))\n"
+              "sys.argv = ['spacr-accel', 'doctor', '--json']\nsys.exit(main())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           check=False)
-    assert (done.returncode, done.stdout, done.stderr) == (3, "written, not yet flushed", "")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("atexit ran")
+
+
+def test_bench_refuses_a_backend_that_is_not_installed() -> None:
+    done = subprocess.run([sys.executable, "-m", "spacr_accel_core", "bench", "--quick", "--backend", "nonsense"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert "nonsense" in done.stderr and "installed: " in done.stderr and "numpy" in done.stderr
+    assert "[nonsense]" not in done.stderr + done.stdout  # no made-up extra to install
 
 
 def test_the_console_script_is_installed_and_runs() -> None:

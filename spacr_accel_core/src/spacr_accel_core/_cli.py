@@ -204,46 +204,10 @@ def _complain(text: str) -> None:
         sys.stderr.flush()
 
 
-def _is_the_program(argv: Sequence[str] | None) -> bool:
-    """Whether this call IS the process (the console script, ``python -m``), not a library call.
-
-    Both entry points import :func:`main` into ``__main__`` and call it without arguments; an
-    embedding program or a test passes its own ``argv``.
-
-    :param argv: what :func:`main` was given.
-    """
-    return argv is None and getattr(sys.modules.get("__main__"), "main", None) is main
-
-
-def _finish(code: int) -> NoReturn:
-    """End the process at once, skipping the interpreter's teardown.
-
-    WHY. With torch and CuPy loaded, tearing the interpreter down (module dicts, atexit hooks,
-    CUDA runtime finalisers) costs about half a second of CPU, a sixth of the doctor's budget,
-    for a process whose output is already written. It also means an abandoned device probe thread
-    cannot hold the exit. Only used when the call is the whole process (:func:`_is_the_program`).
-
-    :param code: the exit status.
-    """
-    import contextlib
-    import os
-
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed pipe or stream
-            stream.flush()
-    if "logging" in sys.modules:
-        import logging
-
-        logging.shutdown()
-    os._exit(code)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
 
-    :param argv: the arguments after the program name; ``None`` reads :data:`sys.argv`. When
-        ``None`` and called from the console script or ``python -m spacr_accel_core``, the process
-        ends here with the exit code, without interpreter teardown (see :func:`_finish`).
+    :param argv: the arguments after the program name; ``None`` reads :data:`sys.argv`.
     :returns: the exit code (see the module docstring). Usage errors exit 2 through argparse.
     """
     args, unknown = build_parser().parse_known_args(argv)
@@ -259,8 +223,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         _complain(f"{PROG}: could not write the report: {exc.strerror or exc}")
         code = 0 if args.command == "doctor" else 1
-    if _is_the_program(argv):
-        _finish(code)
     return code
 
 
@@ -291,7 +253,13 @@ def _bench_command(args: argparse.Namespace) -> int:
     :param args: the parsed arguments (``json``, ``quick``, ``repeat``, ``backends``).
     """
     from . import _bench
+    from ._registry import REGISTRY
 
+    installed = REGISTRY.installed()
+    unknown = [name for name in args.backends or () if name not in installed]
+    if unknown:  # a typo must not run nothing and exit 0
+        args.command_parser.error(f"--backend names backends that are not installed: {', '.join(unknown)}; "
+                                  f"installed: {', '.join(installed) or 'none'}")
     result = _bench.run(
         quick=args.quick,
         repeat=args.repeat,

@@ -125,9 +125,13 @@ def _overrides() -> Report:
         from ._registry import REGISTRY
 
         order = REGISTRY.restriction()
-        return {"restriction": list(order) if order is not None else None}
+        installed = set(REGISTRY.installed())
+        named = {env: [n.strip() for n in (os.environ.get(env) or "").split(",") if n.strip()]
+                 for env in ("SPACR_ACCEL_BACKENDS", "SPACR_ACCEL_DISABLE")}
+        return {"restriction": list(order) if order is not None else None,
+                "not_installed": {env: [n for n in names if n not in installed] for env, names in named.items()}}
 
-    values.update(_bounded_section({"restriction": None}, restriction))
+    values.update(_bounded_section({"restriction": None, "not_installed": {}}, restriction))
     return values
 
 
@@ -342,10 +346,15 @@ def render(report: Report) -> str:
     backends = report["backends"]
     out += ["", "Dispatch order", *_error_lines(backends)]
     out += table([], [["gpu=True", _cell(backends["gpu"])], ["gpu=False", _cell(backends["cpu"])]])
+    if any(row["name"] == "numpy" for row in report["blocked"]):
+        out.append("  the NumPy floor is blocked (SPACR_ACCEL_DISABLE): a call no other backend serves fails")
 
     out += ["", "Overrides in force", *_error_lines(overrides)]
     out += table([], [[name, "(not set)" if overrides[name] is None else repr(overrides[name])]
                       for name in OVERRIDES])
     if overrides.get("restriction") is not None:
         out.append(f"  backend order in force: {_cell(overrides['restriction'])}")
+    for env, names in (overrides.get("not_installed") or {}).items():
+        if names:
+            out.append(f"  {env} names what is not installed (ignored): {_cell(names)}")
     return "\n".join(out) + "\n"

@@ -204,6 +204,9 @@ def _walk(torch: Any, device_names: bool, include_cuda: bool) -> _Walked:
         if isinstance(probers, _NoPlugins):
             return _cpu(probers.note), probers.pending
         if not probers:
+            blocked = REGISTRY.blocked()
+            if blocked:
+                return _cpu(f"no device prober is loaded: SPACR_ACCEL_DISABLE blocks {', '.join(blocked)}"), ()
             return _cpu("no device prober is installed (`pip install spacr-accel[torch]` adds one)"), ()
         kwargs = {"torch": torch, "device_names": device_names, "include_cuda": include_cuda}
         return _ask(probers, kwargs, timeout)

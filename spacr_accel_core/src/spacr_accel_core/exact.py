@@ -31,7 +31,8 @@ import numpy as np
 
 from ._errors import BackendOutOfMemory
 
-__all__ = ["EXACT_IN_FLOAT32", "ExpansionPlan", "exact_squared", "expansion_plan", "pick_lowest", "tiled"]
+__all__ = ["EXACT_IN_FLOAT32", "ExpansionPlan", "distances", "exact_squared", "expansion_plan", "pick_lowest",
+           "tiled"]
 
 EXACT_IN_FLOAT32: Final[frozenset[np.dtype]] = frozenset(
     np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
@@ -73,6 +74,19 @@ def exact_squared(source: Any, target: Any, rows: Any = None, cols: Any = None) 
         step = difference(axis)
         total += step * step
     return total
+
+
+def distances(squared: np.ndarray) -> np.ndarray:
+    """The float32 Euclidean distances for exact float64 squared distances.
+
+    A distance beyond float32's range (``[[-3e38]]`` against ``[[3e38]]``) is ``inf``: that IS the
+    answer, so NumPy's overflow warning is silenced here. Left on, a caller running under
+    ``warnings.simplefilter("error")`` would see every backend fail on valid input.
+
+    :param squared: the float64 squared distances, as found.
+    """
+    with np.errstate(over="ignore"):
+        return np.sqrt(squared).astype(np.float32)
 
 
 def pick_lowest(rows: Any, cols: Any, squared: Any, count: int, *,

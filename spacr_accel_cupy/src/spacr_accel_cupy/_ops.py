@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from spacr_accel_core.exact import EXACT_IN_FLOAT32, exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.exact import EXACT_IN_FLOAT32, distances, exact_squared, expansion_plan, pick_lowest
 from spacr_accel_core.exact import tiled as run_tiles
 
 from ._kit import Kit, ieee_unit, is_out_of_memory
@@ -185,4 +185,4 @@ def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tup
 
     tiled(n, rows, 1, step, kit, "nearest_neighbours")
     squared = kit.to_host(best)
-    return np.asarray(kit.to_host(index), dtype=np.int64), np.sqrt(squared).astype(_F32)
+    return np.asarray(kit.to_host(index), dtype=np.int64), distances(squared)

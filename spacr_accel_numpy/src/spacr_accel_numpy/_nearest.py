@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spacr_accel_core.exact import exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.exact import distances, exact_squared, expansion_plan, pick_lowest
 
 WIDE = 16
 """From this many coordinates on, the matrix product beats the KD-tree."""
@@ -128,4 +128,4 @@ def nearest(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
         index, squared = _kdtree(source, target, chunk)
     else:
         index, squared = _matrix(source, target, chunk)
-    return index, np.sqrt(squared).astype(np.float32)
+    return index, distances(squared)

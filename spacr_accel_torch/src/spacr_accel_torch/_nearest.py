@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spacr_accel_core.exact import exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.exact import distances, exact_squared, expansion_plan, pick_lowest
 
 from ._runtime import IEEE_UNIT, Device, budget, float32_gemm_unit, tensor, tiled
 
@@ -380,4 +380,4 @@ def nearest(source: np.ndarray, target: np.ndarray, chunk: int,
         verdict = _Verdict(source, target, device)
         _blocks(source, target, chunk, device, dtype, verdict)
     index, squared = verdict.result()
-    return index, np.sqrt(squared).astype(_F32)
+    return index, distances(squared)
