@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 PROG = "spacr-accel"
 

@@ -86,7 +86,8 @@ def distances(squared: np.ndarray) -> np.ndarray:
     :param squared: the float64 squared distances, as found.
     """
     with np.errstate(over="ignore"):
-        return np.sqrt(squared).astype(np.float32)
+        found: np.ndarray = np.sqrt(squared).astype(np.float32)
+    return found
 
 
 def pick_lowest(rows: Any, cols: Any, squared: Any, count: int, *,
