@@ -1,0 +1,305 @@
+"""The plugin contract at its edges: by-name calls, lazy and bounded questions, hostile plugins."""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+import types
+import warnings
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+
+import spacr_accel_core
+from spacr_accel_core import BackendDeclined, BackendInfo, NoBackendError, hookimpl, ops
+from spacr_accel_core.testing import reference_nearest
+
+FIRST = np.arange(6, dtype=np.float32).reshape(3, 2)
+SECOND = np.arange(4, dtype=np.float32).reshape(2, 2)
+
+
+def declared(name: str, priority: float, *, accelerated: bool = False, **hooks: Any) -> types.ModuleType:
+    """A plugin of today's contract: a static declaration, hooks as given, every call counted."""
+    module = types.ModuleType(f"spacr_accel_test_{name}")
+    module.SPACR_ACCEL_BACKEND = BackendInfo(name=name, priority=priority, accelerated=accelerated)  # type: ignore[attr-defined]
+    module.calls = Counter()  # type: ignore[attr-defined]
+    for hook, function in hooks.items():
+        setattr(module, f"spacr_accel_{hook}", hookimpl(function))
+    return module
+
+
+# ---- pluggy's calling convention -----------------------------------------------------------
+
+
+def test_hookimpls_are_called_by_name_reordered_or_a_subset(private, numpy_plugin):
+    seen: dict[str, tuple[Any, ...]] = {}
+
+    def nearest(target: np.ndarray, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen["nearest"] = (source.shape, target.shape)
+        return reference_nearest(source, target)
+
+    def matmul(second: np.ndarray, first: np.ndarray) -> np.ndarray:
+        seen["matmul"] = (first.shape, second.shape)
+        return np.matmul(first, second)
+
+    def maximum_filter(size: int, field: np.ndarray) -> np.ndarray:
+        seen["maximum_filter"] = (field.shape, size)
+        return scipy.ndimage.maximum_filter(field, size, mode="nearest") + np.float32(0)
+
+    private.register(declared("byname", 500.0, nearest_neighbours=nearest, matmul=matmul,
+                              maximum_filter=maximum_filter), "byname")
+    private.register(numpy_plugin, "numpy")
+    source, target = np.zeros((4, 2)), np.arange(10.0).reshape(5, 2)
+    index, _ = ops.nearest_neighbours(source, target)
+    assert index.tolist() == [0, 0, 0, 0] and seen["nearest"] == ((4, 2), (5, 2))
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    assert seen["matmul"] == ((3, 2), (2, 2))
+    ops.maximum_filter(np.eye(5), 3)
+    assert seen["maximum_filter"] == ((5, 5), 3)
+    dispatch = private.last_dispatch()
+    assert dispatch is not None and dispatch.backend == "byname"
+
+
+def test_probe_hooks_are_called_by_name_with_a_subset(plug):
+    from spacr_accel_core import accelerator
+
+    asked: list[object] = []
+
+    class Prober:
+        @hookimpl
+        def spacr_accel_probe(self, include_cuda: bool) -> None:  # a subset of the spec's arguments
+            asked.append(include_cuda)
+
+        @hookimpl
+        def spacr_accel_neural_engines(self) -> list[str]:
+            return ["Test Engine"]
+
+    plug(Prober(), "aaa_subset_prober")
+    accelerator.resolve(refresh=True)
+    assert asked == [True]
+    assert "Test Engine" in accelerator.neural_engines()
+
+
+# ---- what a plugin is, apart from whether it can run now -----------------------------------
+
+
+def test_a_declared_plugin_is_asked_only_when_next_in_line(private, numpy_plugin):
+    asked = Counter()
+
+    def info() -> BackendInfo:
+        asked["gpu"] += 1
+        raise RuntimeError("no card here")
+
+    gpu = declared("gpu", 400.0, accelerated=True, backend_info=info, matmul=lambda first, second: first @ second)
+    private.register(gpu, "gpu")
+    private.register(numpy_plugin, "numpy")
+    ops.matmul(FIRST, SECOND, gpu=False)  # refused outright: nothing to ask
+    ops.matmul(FIRST, SECOND, backend="numpy")  # forced elsewhere: nothing to ask
+    assert asked["gpu"] == 0
+    ops.matmul(FIRST, SECOND)  # next in line: asked once, passed over with its note
+    ops.matmul(FIRST, SECOND)
+    assert asked["gpu"] == 1
+    dispatch = private.last_dispatch()
+    assert dispatch is not None and dispatch.backend == "numpy"
+    assert dispatch.declined == (("gpu", "unusable: RuntimeError: no card here"),)
+
+
+def test_a_declared_plugin_without_backend_info_is_usable(private):
+    private.register(declared("plain", 10.0, matmul=lambda first, second: np.matmul(first, second)), "plain")
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    row = next(r for r in private.plugins() if r.name == "plain")
+    assert (row.status, row.priority, row.accelerated) == ("ok", 10.0, False)
+
+
+# ---- a plugin that hangs -------------------------------------------------------------------
+
+
+@pytest.fixture
+def hung(monkeypatch: pytest.MonkeyPatch):
+    """A plugin whose backend_info never answers (until the test ends), with a short bound."""
+    monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.3")
+    release = threading.Event()
+    asked = Counter()
+
+    def info() -> BackendInfo:
+        asked["hung"] += 1
+        release.wait()
+        return BackendInfo(name="hung", priority=900.0, accelerated=False)
+
+    plugin = types.SimpleNamespace(asked=asked)
+    for style in ("declared", "legacy"):
+        module = types.ModuleType(f"hung_{style}")
+        if style == "declared":
+            module.SPACR_ACCEL_BACKEND = BackendInfo(name="hung", priority=900.0, accelerated=False)  # type: ignore[attr-defined]
+        module.spacr_accel_backend_info = hookimpl(info)  # type: ignore[attr-defined]
+        module.spacr_accel_matmul = hookimpl(lambda first, second: np.zeros((1, 1), np.float32))  # type: ignore[attr-defined]
+        setattr(plugin, style, module)
+    yield plugin
+    release.set()
+
+
+@pytest.mark.parametrize("style", ["declared", "legacy"])
+def test_a_hung_backend_info_costs_a_forced_call_nothing_and_others_one_bound(private, numpy_plugin, hung, style):
+    private.register(getattr(hung, style), "hung")
+    private.register(numpy_plugin, "numpy")
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND, backend="numpy"), FIRST @ SECOND)
+    assert hung.asked["hung"] == 0  # a forced call asks no other plugin anything
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    assert hung.asked["hung"] == 1  # asked once per process, not once per call
+    row = next(r for r in private.plugins() if r.name == "hung")
+    assert row.status == "unusable" and "did not answer within 0.3 s" in row.reason
+    assert "spacr_accel_backend_info" in row.reason
+    private.refresh()  # and asked again only after refresh()
+    private.plugins()
+    assert hung.asked["hung"] == 2
+
+
+def test_a_hung_backend_info_does_not_block_other_threads(private, numpy_plugin, hung):
+    private.register(hung.declared, "hung")
+    private.register(numpy_plugin, "numpy")
+    results: list[np.ndarray] = []
+    threads = [threading.Thread(target=lambda: results.append(ops.matmul(FIRST, SECOND))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(results) == 8 and all(np.array_equal(r, FIRST @ SECOND) for r in results)
+    assert hung.asked["hung"] == 1
+
+
+# ---- priorities ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("priority", [np.float32(600), np.int64(600), 600])
+def test_numpy_scalar_priorities_are_numbers(private, priority):
+    module = types.ModuleType("scalar")
+    module.SPACR_ACCEL_BACKEND = BackendInfo(name="scalar", priority=priority, accelerated=False)  # type: ignore[attr-defined]
+    module.spacr_accel_matmul = hookimpl(lambda first, second: np.matmul(first, second))  # type: ignore[attr-defined]
+    private.register(module, "scalar")
+    row = next(r for r in private.plugins() if r.name == "scalar")
+    assert (row.status, row.priority, type(row.priority)) == ("ok", 600.0, float)
+
+
+def test_an_overflowing_priority_costs_only_its_plugin(private, numpy_plugin, kit):
+    private.register(kit.make_plugin("huge", priority=10**400, matmul=kit.reference_matmul), "huge")
+    private.register(numpy_plugin, "numpy")
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    rows = {r.name: r for r in private.plugins()}
+    assert rows["huge"].status == "faulty" and "too large" in rows["huge"].reason
+    assert rows["numpy"].status == "ok"
+
+
+# ---- plugins that scribble, exit or interrupt ----------------------------------------------
+
+
+@pytest.mark.parametrize("operation", ["maximum_filter", "matmul", "nearest_neighbours"])
+def test_a_plugin_that_writes_into_its_input_corrupts_nothing(private, numpy_plugin, operation):
+    def scribble(*arrays: Any) -> Any:
+        for array in arrays:
+            if isinstance(array, np.ndarray):
+                array[...] = 7  # then decline: the write must not have happened
+        raise BackendDeclined("changed my mind")
+
+    hooks = {"maximum_filter": lambda field, size: scribble(field),
+             "matmul": lambda first, second: scribble(first, second),
+             "nearest_neighbours": lambda source, target, chunk: scribble(source, target)}
+    private.register(declared("scribbler", 800.0, **{operation: hooks[operation]}), "scribbler")
+    private.register(numpy_plugin, "numpy")
+    field = np.arange(16, dtype=np.float32).reshape(4, 4)
+    source = np.arange(8, dtype=np.float32).reshape(4, 2)
+    target = np.arange(6, dtype=np.float32).reshape(3, 2)
+    before = [a.copy() for a in (field, source, target, FIRST, SECOND)]
+    if operation == "maximum_filter":
+        got: Any = ops.maximum_filter(field, 3)
+        np.testing.assert_array_equal(got, scipy.ndimage.maximum_filter(before[0], 3, mode="nearest"))
+    elif operation == "matmul":
+        got = ops.matmul(FIRST, SECOND)
+        np.testing.assert_array_equal(got, before[3] @ before[4])
+    else:
+        got = ops.nearest_neighbours(source, target)
+        np.testing.assert_array_equal(got[0], reference_nearest(before[1], before[2])[0])
+    for now, then in zip((field, source, target, FIRST, SECOND), before, strict=True):
+        np.testing.assert_array_equal(now, then)
+    dispatch = private.last_dispatch()
+    assert dispatch is not None and dispatch.backend == "numpy"
+    assert dispatch.declined[0][0] == "scribbler" and "read-only" in dispatch.declined[0][1]
+    assert dict(next(r for r in private.plugins() if r.name == "scribbler").faults)[operation]
+
+
+def test_system_exit_in_an_operation_is_a_fault_and_interrupts_still_propagate(private, numpy_plugin):
+    calls = Counter()
+
+    def exits(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        calls["exits"] += 1
+        raise SystemExit(3)
+
+    private.register(declared("exits", 800.0, matmul=exits), "exits")
+    private.register(numpy_plugin, "numpy")
+    for _ in range(3):
+        np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    assert calls["exits"] == 1  # quarantined after the first
+    private.refresh()
+
+    def interrupted(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        raise KeyboardInterrupt
+
+    private.unregister("exits")
+    private.register(declared("interrupted", 800.0, matmul=interrupted), "interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        ops.matmul(FIRST, SECOND)
+    with pytest.raises(KeyboardInterrupt):
+        ops.matmul(FIRST, SECOND, backend="interrupted")
+
+
+# ---- names checked -------------------------------------------------------------------------
+
+
+def test_disabling_the_floor_really_removes_it_and_the_error_says_so(private, numpy_plugin, monkeypatch):
+    monkeypatch.setenv("SPACR_ACCEL_DISABLE", "numpy")
+    private.register(numpy_plugin, "numpy")
+    private.refresh()
+    assert ops.accelerated_backends() == ()
+    with pytest.raises(NoBackendError) as info:
+        ops.matmul(FIRST, SECOND)
+    message = str(info.value)
+    assert message.startswith("no usable backend for matmul")
+    assert "numpy: blocked: named in SPACR_ACCEL_DISABLE" in message
+    assert "remove numpy from SPACR_ACCEL_DISABLE" in message and "pip install" not in message
+
+
+def test_the_error_when_nothing_runs_begins_with_the_seeds_words(private):
+    with pytest.raises(NoBackendError, match="^no usable backend for nearest_neighbours:"):
+        ops.nearest_neighbours(np.zeros((1, 2)), np.ones((1, 2)))
+
+
+# ---- warnings, windows ---------------------------------------------------------------------
+
+
+def test_an_overflowing_distance_is_inf_even_when_warnings_are_errors(private, numpy_plugin):
+    private.register(numpy_plugin, "numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        index, distance = ops.nearest_neighbours([[-3e38]], [[3e38]])
+    assert index.tolist() == [0] and distance.tolist() == [np.inf]
+    assert all(not r.faults for r in private.plugins())
+
+
+@pytest.mark.parametrize(("shape", "size"), [((1, 70000), 200001), ((1, 10000), 20001), ((3, 2), 10**9)])
+def test_a_window_covering_a_thin_field_is_a_reduction(private, shape, size):
+    """No backend at all (the private registry has none): the core answers, in O(pixels) memory."""
+    field = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    field[0, -1] = np.float32(5)
+    tracemalloc.start()
+    try:
+        got = ops.maximum_filter(field, size)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20 and peak < 4 * field.nbytes + 2**20
+    np.testing.assert_array_equal(got, np.full(shape, 5, np.float32))
+    field[0, 0] = np.nan
+    assert np.isnan(ops.maximum_filter(field, size)).all()  # the NaN rule
