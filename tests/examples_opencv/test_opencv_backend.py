@@ -35,7 +35,8 @@ def fresh() -> Iterator[None]:
 def test_declared_statically_and_described_alike() -> None:
     from spacr_accel_opencv import _plugin
 
-    assert _plugin.SPACR_ACCEL_BACKEND == BackendInfo(name="opencv", priority=150.0, accelerated=False)
+    declared = _plugin.SPACR_ACCEL_BACKEND
+    assert declared == BackendInfo(name="opencv", priority=150.0, accelerated=False)
     info = _plugin.spacr_accel_backend_info()
     assert (info.name, info.priority, info.accelerated) == ("opencv", 150.0, False)
     assert info.usable and "OpenCV" in info.note
