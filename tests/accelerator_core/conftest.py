@@ -2,7 +2,8 @@
 
 The shipped torch and cupy plugins, and the example plugins under ``examples/`` where installed
 (the OpenVINO prober, the OpenCV backend), are blocked (``SPACR_ACCEL_DISABLE``) so each test sees
-only the probers it registers and the NumPy floor, on any machine, GPU or not. Everything registered is removed afterwards.
+only the probers it registers and the NumPy floor, on any machine, GPU or not. Everything
+registered is removed afterwards.
 """
 
 from __future__ import annotations
