@@ -256,6 +256,7 @@ _FEWER = settings(_SETTINGS, max_examples=30)
 
 _T = TypeVar("_T")
 
+
 def _small_case(operation: str) -> tuple[tuple[Any, ...], Callable[[Any], None]]:
     """A tiny input for ``operation`` and the check of its answer: for a backend that cannot run."""
     if operation == "maximum_filter":
