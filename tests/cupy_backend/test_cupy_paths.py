@@ -79,7 +79,7 @@ def test_a_forced_call_raises_backend_unavailable_and_dispatch_still_answers() -
     got = ops.maximum_filter(np.eye(4), 3)
     assert got[0].tolist() == [1, 1, 1, 0]
     dispatch = last_dispatch()
-    assert dispatch is not None and dispatch.backend == "numpy"
+    assert dispatch is not None and dispatch.backend != "cupy"  # numpy, or an installed CPU backend
     assert "cupy" not in ops.accelerated_backends()
 
 

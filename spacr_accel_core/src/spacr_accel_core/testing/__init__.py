@@ -4,7 +4,8 @@ WHY IT SHIPS INSIDE THE PACKAGE. A backend tested only against itself is how a f
 becomes a second implementation nobody compares. So the checks live here, next to the contract,
 and compare each backend with a PLAIN reference (a few obvious lines of NumPy, slow and clearly
 right) on hypothesis-generated input: random shapes, sizes and dtypes, NaN and infinity, integer
-grids full of ties and duplicates, empty sets, non-contiguous views, chunk independence.
+grids full of ties and duplicates, tight clusters beside far outliers, empty sets, non-contiguous
+views, chunk independence.
 
 Use it from a test module of the backend's own distribution::
 
@@ -13,16 +14,31 @@ Use it from a test module of the backend's own distribution::
     class TestMyBackend(BackendConformance):
         backend = "mybackend"
 
-A backend that cannot run here (its forced call raises :class:`RuntimeError`, e.g. no device)
-has its primitive checks skipped with that reason, and instead is checked to decline cleanly:
-a forced call raises a ``RuntimeError`` and automatic dispatch still answers.
+What is checked follows what the registry says about the plugin (its row in
+:func:`spacr_accel_core.plugins`), never a trial call:
+
+- Only the primitives it implements (the row's ``operations``); the checks of any other
+  primitive are skipped with that reason.
+- A plugin whose status is ``ok`` must answer every forced call, except that it may decline one
+  input (raise :class:`~spacr_accel_core.BackendDeclined`: a NaN it cannot handle, an input too
+  small to pay for a transfer). Such a call is checked per call: automatic dispatch must then
+  answer from another backend, exactly as the reference does. Any other exception fails the check.
+- A plugin whose status is not ``ok`` (``unusable``: no device; ``faulty``, ``blocked``, ...) is
+  checked to stay out of automatic dispatch while dispatch still answers
+  (:meth:`BackendConformance.test_declines_cleanly_where_it_cannot_run`). Its primitive checks
+  still force it, because an unusable backend may still be forced with ``backend=`` (torch on a
+  machine without a GPU runs on the CPU); each check whose forced call raises
+  :class:`RuntimeError` is skipped with that reason.
+
+A name that no installed plugin has fails every check: a misspelt ``backend`` must not pass.
 
 Needs ``pytest`` and ``hypothesis`` (``pip install spacr-accel-core[testing]``).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pytest
@@ -30,7 +46,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .. import last_dispatch, ops
+from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins
+from .._errors import describe
 
 __all__ = [
     "BackendConformance",
@@ -172,12 +189,89 @@ def _operands(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return first, second
 
 
+_CLUSTER_OUTLIERS = tuple(float(np.float32(v)) for v in (3.4e38, -3.4e38, 1e-45, -1e-45, 1e-38, 0.0, -0.0,
+                                                         np.inf, -np.inf))
+"""Values a tight cluster of floats is met beside: the extremes of float32, subnormals, both zeros."""
+
+
+@st.composite
+def _clustered_fields(draw: st.DrawFn) -> np.ndarray:
+    """Plateaus of a few neighbouring float32 values (ties everywhere) beside far outliers.
+
+    A backend that compares anything but the float32 values themselves (a subtraction, a
+    narrower type, a fused scale) tells neighbouring floats apart wrongly, or not at all.
+    """
+    base = np.float32(draw(st.floats(-(2.0**100), 2.0**100, width=32)))
+    up = np.nextafter(base, np.float32(np.inf))
+    cluster = [base, up, np.nextafter(up, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))]
+    outliers = draw(st.lists(st.sampled_from(_CLUSTER_OUTLIERS), max_size=3))
+    elements = st.sampled_from([float(v) for v in cluster] + outliers)
+    shape = draw(st.tuples(st.integers(1, 20), st.integers(1, 20)))
+    return draw(hnp.arrays(np.float32, shape, elements=elements))
+
+
+@st.composite
+def _clustered_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """A tight cluster of sources and targets (duplicates and exact ties after float32 rounding)
+    far from the origin, with a few targets far away.
+
+    The case that breaks the ``|t|^2 - 2 s.t`` expansion of a GEMM-based search: the outliers
+    set the scale, and the cluster's distances are far below the expansion's rounding.
+    """
+    width = draw(st.sampled_from([1, 2, 3, 8]))
+    centre = draw(st.floats(-1e4, 1e4, width=32))
+    spacing = draw(st.sampled_from([2.0**-10, 2.0**-4, 1e-3, 0.5]))
+    steps = st.integers(-3, 3)
+    n = draw(st.integers(1, 24))
+    m = draw(st.integers(1, 24))
+    source = centre + spacing * draw(hnp.arrays(np.int32, (n, width), elements=steps)).astype(np.float64)
+    target = centre + spacing * draw(hnp.arrays(np.int32, (m, width), elements=steps)).astype(np.float64)
+    far = st.floats(1e5, 1e7) | st.floats(-1e7, -1e5)
+    outliers = draw(hnp.arrays(np.float64, (draw(st.integers(0, 4)), width), elements=far))
+    target = np.concatenate([target, outliers])
+    order = draw(st.permutations(range(len(target))))
+    return source.astype(np.float32), target[list(order)].astype(np.float32)
+
+
+@st.composite
+def _clustered_operands(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Near-equal entries beside entries a million times larger or smaller: cancellation."""
+    inner = draw(st.integers(1, 12))
+    rows = draw(st.integers(1, 8))
+    cols = draw(st.integers(1, 8))
+    values = [1.0, 1.0 + 2.0**-20, 1.0 - 2.0**-20, -1.0, 1e6, -1e6, 1e-6, 0.0]
+    elements = st.sampled_from(values)
+    return (draw(hnp.arrays(np.float32, (rows, inner), elements=elements)),
+            draw(hnp.arrays(np.float32, (inner, cols), elements=elements)))
+
+
 # differing_executors: the same @given method runs once per backend subclass, by design.
 _SETTINGS = settings(
     max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors],
 )
+_FEWER = settings(_SETTINGS, max_examples=30)
+"""For the clustered cases: each example is small, but they add up across every backend."""
+
+_T = TypeVar("_T")
+
+
+def _small_case(operation: str) -> tuple[tuple[Any, ...], Callable[[Any], None]]:
+    """A tiny input for ``operation`` and the check of its answer: for a backend that cannot run."""
+    if operation == "maximum_filter":
+        field = np.arange(12, dtype=np.float32).reshape(3, 4)
+        return (field, 3), lambda got: assert_same_field(got, reference_maximum_filter(field, 3))
+    if operation == "matmul":
+        first = np.arange(6, dtype=np.float32).reshape(2, 3)
+        second = np.ones((3, 2), np.float32)
+        return (first, second), lambda got: np.testing.assert_array_equal(got, first @ second)
+
+    def nearest(got: tuple[np.ndarray, np.ndarray]) -> None:
+        assert got[0].tolist() == [0, 0, 0]
+        assert np.allclose(got[1], np.sqrt(2))
+
+    return (np.zeros((3, 2)), np.ones((4, 2))), nearest
 
 
 class BackendConformance:
@@ -185,166 +279,230 @@ class BackendConformance:
 
     Every check forces the backend with ``backend=`` so a silent fall-through to NumPy cannot
     make a broken backend look conformant, and confirms with :func:`last_dispatch` that the
-    backend itself answered.
+    backend itself answered; where the backend declines the input instead, the same check is
+    made of the answer automatic dispatch gives.
     """
 
     backend: ClassVar[str]
     """The plugin name to force."""
 
-    _decline: ClassVar[str | None]
+    # ---- what the registry says about the plugin ----------------------------------------------
 
-    # ---- availability ------------------------------------------------------------------------
+    def _row(self) -> PluginStatus:
+        """This plugin's row in :func:`plugins`; a name nobody installed fails the check."""
+        rows = plugins()
+        for row in rows:
+            if row.name == self.backend:
+                return row
+        pytest.fail(f"no spacr_accel plugin named {self.backend!r} is installed (installed: "
+                    f"{', '.join(r.name for r in rows) or 'none'}); the entry point's name is the plugin's name")
 
-    def _runs_here(self) -> str | None:
-        """``None`` when a forced call works here, else the ``RuntimeError`` that stopped it."""
-        cls = type(self)
-        if "_decline" not in cls.__dict__:
-            try:
-                ops.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), backend=self.backend)
-                cls._decline = None
-            except RuntimeError as exc:
-                cls._decline = f"{type(exc).__name__}: {exc}"
-        return cls.__dict__["_decline"]  # type: ignore[no-any-return]  # set just above
+    def _require(self, operation: str) -> PluginStatus:
+        """The row, or a skip when the plugin does not implement ``operation``."""
+        row = self._row()
+        if operation not in row.operations:
+            why = (f"it does not implement {operation}" if row.status == "ok" or row.operations
+                   else f"it is {row.status}: {row.reason}")
+            pytest.skip(f"backend {self.backend!r}: {why}")
+        return row
 
-    def _require(self) -> None:
-        reason = self._runs_here()
-        if reason is not None:
-            pytest.skip(f"backend {self.backend!r} cannot run here: {reason}")
+    def _forced(self, operation: str, run: Callable[..., _T], *args: Any, core_may_answer: bool = False,
+                **kwargs: Any) -> _T:
+        """``run(*args, backend=<this backend>, **kwargs)``, checked to have been served by it.
 
-    def _served(self) -> None:
+        Where the backend declines this input (:class:`BackendDeclined`), the answer of automatic
+        dispatch instead, checked to come from another backend that was tried after it: the
+        caller compares either answer with the reference.
+
+        :param operation: the primitive ``run`` dispatches (for the row's ``operations``).
+        :param run: one of the :mod:`~spacr_accel_core.ops` functions.
+        :param core_may_answer: the input is one the core answers itself (a window of one pixel,
+            an empty set), so ``"core"`` serving it is right.
+        """
+        row = self._require(operation)
+        try:
+            result = run(*args, backend=self.backend, **kwargs)
+        except PluginFault:
+            raise  # a broken contract is never a decline
+        except BackendDeclined as exc:
+            answer = run(*args, **kwargs)
+            self._check_fell_through(operation, describe(exc))
+            return answer
+        except RuntimeError as exc:
+            if row.status == "ok":
+                pytest.fail(f"backend {self.backend!r} is usable (status ok) but its forced {operation} raised "
+                            f"{describe(exc)}; a usable backend declines one input with BackendDeclined")
+            pytest.skip(f"backend {self.backend!r} cannot run {operation} here "
+                        f"({row.status}: {row.reason}): {describe(exc)}")
         dispatch = last_dispatch()
-        assert dispatch is not None and dispatch.backend == self.backend, dispatch
+        served = {self.backend, "core"} if core_may_answer else {self.backend}
+        assert dispatch is not None and dispatch.backend in served, dispatch
+        return result
+
+    def _check_fell_through(self, operation: str, reason: str) -> None:
+        """After a decline: another backend answered, ours was passed over, and not as a fault."""
+        dispatch = last_dispatch()
+        assert dispatch is not None and dispatch.operation == operation, dispatch
+        assert dispatch.backend != self.backend, f"{self.backend!r} declined ({reason}) yet served the call"
+        order = list(ops.accelerated_backends())
+        if self.backend in order and dispatch.backend in order and \
+                order.index(self.backend) < order.index(dispatch.backend):
+            assert self.backend in {name for name, _ in dispatch.declined}, (
+                f"{self.backend!r} ranks above {dispatch.backend!r} but is not among those that declined: {dispatch}")
+        faults = dict(self._row().faults)
+        assert operation not in faults, f"declining was recorded as a fault: {faults[operation]}"
 
     def test_declines_cleanly_where_it_cannot_run(self) -> None:
-        reason = self._runs_here()
-        if reason is None:
-            pytest.skip(f"backend {self.backend!r} runs here")
-        with pytest.raises(RuntimeError):
-            ops.nearest_neighbours(np.zeros((3, 2)), np.ones((4, 2)), backend=self.backend)
-        index, distance = ops.nearest_neighbours(np.zeros((3, 2)), np.ones((4, 2)))
-        assert index.tolist() == [0, 0, 0]
-        assert np.allclose(distance, np.sqrt(2))
-        dispatch = last_dispatch()
-        assert dispatch is not None and dispatch.backend != self.backend
+        """A plugin that is not usable here stays out of automatic dispatch, which still answers;
+        forcing it raises a clean ``RuntimeError`` (or, where it can run when forced, answers right)."""
+        row = self._row()
+        if row.status == "ok":
+            pytest.skip(f"backend {self.backend!r} is usable here; each check tests its declines per call")
         assert self.backend not in ops.accelerated_backends()
+        for operation in row.operations or ("nearest_neighbours",):
+            args, check = _small_case(operation)
+            run = getattr(ops, operation)
+            check(run(*args))
+            dispatch = last_dispatch()
+            assert dispatch is not None and dispatch.backend != self.backend, dispatch
+            try:
+                forced = run(*args, backend=self.backend)
+            except PluginFault:
+                raise
+            except RuntimeError:
+                continue  # the clean "not here"
+            check(forced)  # an unusable backend may still be forced (torch on the CPU): then it is right
+        assert self._row().faults == row.faults, "declining was recorded as a fault"
 
     # ---- maximum_filter ----------------------------------------------------------------------
 
     @_SETTINGS
     @given(field=_fields(), size=st.integers(0, 12))
     def test_maximum_filter_matches_reference(self, field: np.ndarray, size: int) -> None:
-        self._require()
         before = field.copy()
-        got = ops.maximum_filter(field, size, backend=self.backend)
+        got = self._forced("maximum_filter", ops.maximum_filter, field, size, core_may_answer=True)
         assert_same_field(got, reference_maximum_filter(field, size))
         assert np.array_equal(field, before, equal_nan=True), "the input was modified"
 
     @_SETTINGS
     @given(field=_fields(special=False), size=st.integers(2, 9))
     def test_maximum_filter_nan_window_is_nan(self, field: np.ndarray, size: int) -> None:
-        self._require()
         data = np.array(field, dtype=np.float32)
         data[data.shape[0] // 2, data.shape[1] // 3] = np.nan
-        got = ops.maximum_filter(data, size, backend=self.backend)
-        if data.size > 1:  # a single pixel is its own maximum: the core answers that itself
-            self._served()
+        # A single pixel is its own maximum: the core answers that itself.
+        got = self._forced("maximum_filter", ops.maximum_filter, data, size, core_may_answer=data.size == 1)
         assert_same_field(got, reference_maximum_filter(data, size))
 
+    @_FEWER
+    @given(field=_clustered_fields(), size=st.integers(2, 9))
+    def test_maximum_filter_ties_clusters_and_outliers(self, field: np.ndarray, size: int) -> None:
+        """Plateaus of neighbouring floats beside the extremes of float32: the exact maximum."""
+        got = self._forced("maximum_filter", ops.maximum_filter, field, size, core_may_answer=field.size == 1)
+        assert_same_field(got, reference_maximum_filter(field, size))
+
     def test_maximum_filter_large_windows_and_fields(self) -> None:
-        self._require()
         rng = np.random.default_rng(7)
         for shape, size in (((301, 257), 15), ((64, 700), 31), ((5, 3), 41), ((1, 1000), 9)):
             field = rng.standard_normal(shape).astype(np.float32)
-            got = ops.maximum_filter(field, size, backend=self.backend)
-            self._served()
+            got = self._forced("maximum_filter", ops.maximum_filter, field, size)
             assert_same_field(got, reference_maximum_filter(field, size))
 
     def test_maximum_filter_sign_of_zero(self) -> None:
         """Windows whose maximum is zero, met as -0.0 and +0.0 in every order: always +0.0."""
-        self._require()
         rng = np.random.default_rng(9)
         field = -np.abs(rng.standard_normal((40, 50))).astype(np.float32)
         field[rng.random(field.shape) < 0.3] = -0.0
         field[rng.random(field.shape) < 0.2] = 0.0
         for size in (3, 5, 9):
-            got = ops.maximum_filter(field, size, backend=self.backend)
-            self._served()
+            got = self._forced("maximum_filter", ops.maximum_filter, field, size)
             assert_same_field(got, reference_maximum_filter(field, size))
             assert not np.signbit(got[got == 0]).any()
 
     # ---- matmul ------------------------------------------------------------------------------
 
-    @_SETTINGS
-    @given(operands=_operands())
-    def test_matmul_matches_reference(self, operands: tuple[np.ndarray, np.ndarray]) -> None:
-        self._require()
-        first, second = operands
-        got = ops.matmul(first, second, backend=self.backend)
-        self._served()
+    @staticmethod
+    def _assert_product(got: np.ndarray, first: np.ndarray, second: np.ndarray) -> None:
         expected, tolerance = reference_matmul(first, second)
         assert isinstance(got, np.ndarray) and got.dtype == np.float32
         assert got.shape == expected.shape
         assert np.all(np.abs(got.astype(np.float64) - expected) <= tolerance)
 
+    @_SETTINGS
+    @given(operands=_operands())
+    def test_matmul_matches_reference(self, operands: tuple[np.ndarray, np.ndarray]) -> None:
+        first, second = operands
+        self._assert_product(self._forced("matmul", ops.matmul, first, second), first, second)
+
+    @_FEWER
+    @given(operands=_clustered_operands())
+    def test_matmul_clusters_beside_outliers(self, operands: tuple[np.ndarray, np.ndarray]) -> None:
+        """Near-equal entries beside ones a million times larger: within float32's rounding bound."""
+        first, second = operands
+        self._assert_product(self._forced("matmul", ops.matmul, first, second), first, second)
+
     def test_matmul_tall_by_tiny(self) -> None:
-        self._require()
         rng = np.random.default_rng(3)
         first = rng.standard_normal((50_000, 4)).astype(np.float32)
         second = rng.standard_normal((4, 4)).astype(np.float32)
-        got = ops.matmul(first, second, backend=self.backend)
-        expected, tolerance = reference_matmul(first, second)
-        assert np.all(np.abs(got - expected) <= tolerance)
+        self._assert_product(self._forced("matmul", ops.matmul, first, second), first, second)
 
     # ---- nearest_neighbours ------------------------------------------------------------------
+
+    def _assert_nearest(self, source: np.ndarray, target: np.ndarray, **kwargs: Any) -> None:
+        index, distance = self._forced("nearest_neighbours", ops.nearest_neighbours, source, target, **kwargs)
+        expected_index, expected_distance = reference_nearest(source, target)
+        assert index.dtype == np.int64 and distance.dtype == np.float32
+        assert np.array_equal(index, expected_index), kwargs
+        assert np.array_equal(distance, expected_distance), kwargs
 
     @_SETTINGS
     @given(points=_point_sets(), chunk=st.integers(1, 50))
     def test_nearest_matches_reference_exactly(self, points: tuple[np.ndarray, np.ndarray], chunk: int) -> None:
-        self._require()
-        source, target = points
-        index, distance = ops.nearest_neighbours(source, target, backend=self.backend, chunk=chunk)
-        self._served()
-        expected_index, expected_distance = reference_nearest(source, target)
-        assert index.dtype == np.int64 and distance.dtype == np.float32
-        assert np.array_equal(index, expected_index)
-        assert np.array_equal(distance, expected_distance)
+        self._assert_nearest(*points, chunk=chunk)
+
+    @_FEWER
+    @given(points=_clustered_point_sets(), chunk=st.integers(1, 30))
+    def test_nearest_tight_clusters_beside_far_outliers(self, points: tuple[np.ndarray, np.ndarray],
+                                                        chunk: int) -> None:
+        """Duplicates and exact ties in a cluster far from the origin, with targets far away."""
+        self._assert_nearest(*points, chunk=chunk)
 
     def test_nearest_ties_go_to_the_lowest_index(self) -> None:
-        self._require()
         target = np.array([[1, 0], [0, 1], [-1, 0], [0, -1], [1, 0], [0, 0]], np.float32)
         source = np.array([[0, 0], [0.5, 0.5], [5, 0], [0, 0.5]], np.float32)
-        index, _ = ops.nearest_neighbours(source, target[:5], backend=self.backend)
+        index, _ = self._forced("nearest_neighbours", ops.nearest_neighbours, source, target[:5])
         assert index.tolist() == [0, 0, 0, 1]
-        index, distance = ops.nearest_neighbours(source, target, backend=self.backend)
+        index, distance = self._forced("nearest_neighbours", ops.nearest_neighbours, source, target)
         assert index.tolist() == [5, 0, 0, 1]
         assert distance.tolist() == [0.0, np.float32(np.sqrt(0.5)), 4.0, 0.5]
 
+    def test_nearest_duplicate_targets_go_to_the_first_copy(self) -> None:
+        """Every target repeated, in shuffled order: the lowest index of the nearest copy."""
+        rng = np.random.default_rng(13)
+        points = rng.integers(-50, 50, (40, 3)).astype(np.float32)
+        target = np.concatenate([points, points[::-1], points])[rng.permutation(120)]
+        source = np.concatenate([points, points + 0.5])
+        self._assert_nearest(source, target)
+
     def test_nearest_empty_target_and_source(self) -> None:
-        index, distance = ops.nearest_neighbours(np.ones((3, 2)), np.empty((0, 2)), backend=self.backend)
+        index, distance = self._forced("nearest_neighbours", ops.nearest_neighbours, np.ones((3, 2)),
+                                       np.empty((0, 2)), core_may_answer=True)
         assert index.tolist() == [-1, -1, -1] and np.all(np.isinf(distance))
-        index, distance = ops.nearest_neighbours(np.empty((0, 2)), np.ones((3, 2)), backend=self.backend)
+        index, distance = self._forced("nearest_neighbours", ops.nearest_neighbours, np.empty((0, 2)),
+                                       np.ones((3, 2)), core_may_answer=True)
         assert index.shape == (0,) and distance.shape == (0,)
 
     def test_nearest_is_independent_of_chunk_on_larger_sets(self) -> None:
-        self._require()
         rng = np.random.default_rng(11)
         for width in (2, 3, 24):
             # Rounded coordinates make exact ties; a far offset stresses float32 expansions.
             source = np.round(rng.uniform(0, 40, (1500, width))).astype(np.float32) + 1000
             target = np.round(rng.uniform(0, 40, (1200, width))).astype(np.float32) + 1000
-            expected = reference_nearest(source, target)
             for chunk in (1, 97, 4096):
-                index, distance = ops.nearest_neighbours(source, target, backend=self.backend, chunk=chunk)
-                self._served()
-                assert np.array_equal(index, expected[0]), (width, chunk)
-                assert np.array_equal(distance, expected[1]), (width, chunk)
+                self._assert_nearest(source, target, chunk=chunk)
 
     def test_nearest_wide_continuous_points(self) -> None:
-        self._require()
         rng = np.random.default_rng(5)
         source = rng.standard_normal((800, 64)).astype(np.float32)
         target = rng.standard_normal((900, 64)).astype(np.float32)
-        index, distance = ops.nearest_neighbours(source, target, backend=self.backend)
-        expected = reference_nearest(source, target)
-        assert np.array_equal(index, expected[0])
-        assert np.array_equal(distance, expected[1])
+        self._assert_nearest(source, target)
