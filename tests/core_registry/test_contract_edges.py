@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import scipy.ndimage
 
-import spacr_accel_core
 from spacr_accel_core import BackendDeclined, BackendInfo, NoBackendError, hookimpl, ops
 from spacr_accel_core.testing import reference_nearest
 
@@ -93,7 +92,7 @@ def test_a_declared_plugin_is_asked_only_when_next_in_line(private, numpy_plugin
         asked["gpu"] += 1
         raise RuntimeError("no card here")
 
-    gpu = declared("gpu", 400.0, accelerated=True, backend_info=info, matmul=lambda first, second: first @ second)
+    gpu = declared("gpu", 400.0, accelerated=True, backend_info=info, matmul=np.matmul)
     private.register(gpu, "gpu")
     private.register(numpy_plugin, "numpy")
     ops.matmul(FIRST, SECOND, gpu=False)  # refused outright: nothing to ask
@@ -108,7 +107,10 @@ def test_a_declared_plugin_is_asked_only_when_next_in_line(private, numpy_plugin
 
 
 def test_a_declared_plugin_without_backend_info_is_usable(private):
-    private.register(declared("plain", 10.0, matmul=lambda first, second: np.matmul(first, second)), "plain")
+    def plain_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.matmul(first, second)
+
+    private.register(declared("plain", 10.0, matmul=plain_matmul), "plain")
     np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
     row = next(r for r in private.plugins() if r.name == "plain")
     assert (row.status, row.priority, row.accelerated) == ("ok", 10.0, False)
@@ -178,7 +180,10 @@ def test_a_hung_backend_info_does_not_block_other_threads(private, numpy_plugin,
 def test_numpy_scalar_priorities_are_numbers(private, priority):
     module = types.ModuleType("scalar")
     module.SPACR_ACCEL_BACKEND = BackendInfo(name="scalar", priority=priority, accelerated=False)  # type: ignore[attr-defined]
-    module.spacr_accel_matmul = hookimpl(lambda first, second: np.matmul(first, second))  # type: ignore[attr-defined]
+    def matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.matmul(first, second)
+
+    module.spacr_accel_matmul = hookimpl(matmul)  # type: ignore[attr-defined]
     private.register(module, "scalar")
     row = next(r for r in private.plugins() if r.name == "scalar")
     assert (row.status, row.priority, type(row.priority)) == ("ok", 600.0, float)
@@ -205,7 +210,7 @@ def test_a_plugin_that_writes_into_its_input_corrupts_nothing(private, numpy_plu
         raise BackendDeclined("changed my mind")
 
     hooks = {"maximum_filter": lambda field, size: scribble(field),
-             "matmul": lambda first, second: scribble(first, second),
+             "matmul": lambda first, second: scribble(first, second),  # noqa: PLW0108  # pluggy reads the argument names
              "nearest_neighbours": lambda source, target, chunk: scribble(source, target)}
     private.register(declared("scribbler", 800.0, **{operation: hooks[operation]}), "scribbler")
     private.register(numpy_plugin, "numpy")
@@ -272,7 +277,7 @@ def test_disabling_the_floor_really_removes_it_and_the_error_says_so(private, nu
 
 
 def test_the_error_when_nothing_runs_begins_with_the_seeds_words(private):
-    with pytest.raises(NoBackendError, match="^no usable backend for nearest_neighbours:"):
+    with pytest.raises(NoBackendError, match=r"^no usable backend for nearest_neighbours:"):
         ops.nearest_neighbours(np.zeros((1, 2)), np.ones((1, 2)))
 
 
