@@ -156,10 +156,12 @@ def test_a_backend_that_breaks_the_contract_is_faulty(
     assert set(report["problems"]) == {"breaker in matmul", "breaker in maximum_filter"}
 
 
-def test_an_unknown_backend_is_skipped_not_fatal(capsys: pytest.CaptureFixture[str]) -> None:
-    report = bench_json(capsys, "--backend", "nosuchbackend", "--repeat", "1", code=0)
-    for row in results(report, "nosuchbackend").values():
-        assert row["status"] == "skipped" and "nosuchbackend" in row["reason"]
+def test_an_unknown_backend_is_a_usage_error_listing_what_is_installed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        _cli.main(["bench", "--json", "--backend", "nosuchbackend", "--repeat", "1"])
+    assert info.value.code == 2
+    error = capsys.readouterr().err
+    assert "nosuchbackend" in error and "installed: " in error and "numpy" in error
 
 
 def test_how_each_call_is_classified() -> None:

@@ -110,7 +110,7 @@ def test_json_has_the_documented_keys_and_numpy_is_ok(capsys: pytest.CaptureFixt
     assert set(numpy["operations"]) == set(spacr_accel_core._registry.OPERATIONS)
     assert report["backends"]["gpu"] == list(ops.accelerated_backends(gpu=True))
     assert report["backends"]["cpu"][-1] == "numpy"
-    assert set(report["overrides"]) == {*_doctor.OVERRIDES, "restriction", "error"}
+    assert set(report["overrides"]) == {*_doctor.OVERRIDES, "restriction", "not_installed", "error"}
     assert set(report["device"]) == DEVICE_KEYS
     assert set(report["neural_engines"]) == {"error", "found"}
     assert set(report["capabilities"]) == {"error", "rows"}

@@ -92,7 +92,10 @@ def test_a_declared_plugin_is_asked_only_when_next_in_line(private, numpy_plugin
         asked["gpu"] += 1
         raise RuntimeError("no card here")
 
-    gpu = declared("gpu", 400.0, accelerated=True, backend_info=info, matmul=np.matmul)
+    def matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return np.matmul(first, second)
+
+    gpu = declared("gpu", 400.0, accelerated=True, backend_info=info, matmul=matmul)
     private.register(gpu, "gpu")
     private.register(numpy_plugin, "numpy")
     ops.matmul(FIRST, SECOND, gpu=False)  # refused outright: nothing to ask

@@ -417,7 +417,8 @@ class Registry:
             return Dispatch(operation, served, tuple(declined))
         bar = _rank_key(snapshot.plugins[served])
         above = tuple(row for row in skipped
-                      if row[0] in snapshot.plugins and _rank_key(snapshot.plugins[row[0]]) < bar)
+                      if row[0] in snapshot.plugins and operation in snapshot.plugins[row[0]].operations
+                      and _rank_key(snapshot.plugins[row[0]]) < bar)
         return Dispatch(operation, served, (*declined, *above))
 
     # ---- dispatch --------------------------------------------------------------------------
