@@ -51,6 +51,7 @@ from ._errors import (
 )
 from ._errors import describe as _describe
 from ._markers import PROJECT_NAME
+from ._ranking import in_force, passed_over, priority_key, rank_key, split_names
 from ._records import Dispatch, PluginStatus
 
 logger = logging.getLogger("spacr_accel_core")
@@ -111,39 +112,6 @@ class _Snapshot:
     order_cache: dict[tuple[object, ...], _Order] = field(default_factory=dict)
     questions: dict[str, tuple[Outcome, threading.Event]] = field(default_factory=dict)
     """backend_info questions in flight or answered, one per plugin."""
-
-
-def _split_names(value: str | None) -> tuple[str, ...]:
-    if not value:
-        return ()
-    return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
-
-
-def _priority_key(plugin: Plugin) -> tuple[float, str]:
-    """Best first, ties by name, so the order never depends on the install order."""
-    priority = plugin.info.priority if plugin.info is not None else 0.0
-    return (-priority, plugin.name)
-
-
-def _rank_key(plugin: Plugin) -> tuple[bool, float, str]:
-    """The dispatch order: by priority, and the floor last whatever its priority (it always answers)."""
-    return (plugin.floor, *_priority_key(plugin))
-
-
-def _passed_over(plugin: Plugin, operation: str, gpu: bool, restriction: tuple[str, ...] | None,
-                 faults: dict[tuple[str, str], str]) -> str | None:
-    """Why ``plugin`` is not tried for ``operation`` (``None``: it is, perhaps after being asked)."""
-    if plugin.status != "ok":
-        return f"{plugin.status}: {plugin.reason}"
-    if operation not in plugin.operations:
-        return f"does not implement {operation}"
-    if not gpu and (plugin.info is None or plugin.info.accelerated):
-        return "accelerated, and gpu=False refuses it"
-    if restriction is not None and plugin.name not in restriction and not plugin.floor:
-        return f"not in the backends in force {list(restriction)}"
-    if (plugin.name, operation) in faults and not plugin.floor:
-        return f"quarantined: {faults[(plugin.name, operation)]}"
-    return None
 
 
 class Registry:
@@ -226,8 +194,8 @@ class Registry:
             self._snapshot = None
 
     def _build(self) -> _Snapshot:
-        disabled = _split_names(os.environ.get(ENV_DISABLE))
-        restriction = _split_names(os.environ.get(ENV_BACKENDS)) or None
+        disabled = split_names(os.environ.get(ENV_DISABLE))
+        restriction = split_names(os.environ.get(ENV_BACKENDS)) or None
         manager = pluggy.PluginManager(PROJECT_NAME)
         manager.add_hookspecs(_hookspecs)
 
@@ -310,7 +278,7 @@ class Registry:
         if ranked is None:
             self._ask_all(snapshot, [p.name for p in snapshot.plugins.values()
                                      if p.info is None and p.describer is not None])
-            ranked = tuple(p.name for p in sorted(snapshot.plugins.values(), key=_rank_key)
+            ranked = tuple(p.name for p in sorted(snapshot.plugins.values(), key=rank_key)
                            if p.operations and p.info is not None and p.status in ("ok", "unusable"))
             snapshot.ranked = ranked
             logger.debug("spacr_accel backends ranked: %s", ", ".join(ranked) or "(none)")
@@ -329,7 +297,7 @@ class Registry:
         with self._lock:
             faults_seen = dict(self._faults)
         rows = []
-        for plugin in [*sorted(snapshot.plugins.values(), key=_priority_key), *snapshot.duplicates]:
+        for plugin in [*sorted(snapshot.plugins.values(), key=priority_key), *snapshot.duplicates]:
             info = plugin.info
             rows.append(PluginStatus(
                 name=plugin.name,
@@ -359,7 +327,7 @@ class Registry:
         self._ranked(snapshot)
         found = {h.plugin_name: by_name(h.function, h.argnames)
                  for h in getattr(snapshot.manager.hook, hook).get_hookimpls()}
-        return tuple((p.name, found[p.name]) for p in sorted(snapshot.plugins.values(), key=_priority_key)
+        return tuple((p.name, found[p.name]) for p in sorted(snapshot.plugins.values(), key=priority_key)
                      if p.loaded and p.name in found)
 
     def blocked(self) -> tuple[str, ...]:
@@ -382,12 +350,8 @@ class Registry:
         """
         snapshot = self._state()
         restriction = self._checked_override(snapshot) or snapshot.restriction
-        ranked = self._ranked(snapshot)
-        if restriction is not None:
-            ranked = tuple([n for n in restriction if n in ranked and not snapshot.plugins[n].floor]
-                           + [n for n in ranked if snapshot.plugins[n].floor])
         names = []
-        for name in ranked:
+        for name in in_force(self._ranked(snapshot), restriction, snapshot.plugins):
             plugin = snapshot.plugins[name]
             if plugin.status != "ok" or (not gpu and (plugin.info is None or plugin.info.accelerated)):
                 continue
@@ -415,10 +379,10 @@ class Registry:
         snapshot = self._snapshot
         if snapshot is None or served not in snapshot.plugins:
             return Dispatch(operation, served, tuple(declined))
-        bar = _rank_key(snapshot.plugins[served])
+        bar = rank_key(snapshot.plugins[served])
         above = tuple(row for row in skipped
                       if row[0] in snapshot.plugins and operation in snapshot.plugins[row[0]].operations
-                      and _rank_key(snapshot.plugins[row[0]]) < bar)
+                      and rank_key(snapshot.plugins[row[0]]) < bar)
         return Dispatch(operation, served, (*declined, *above))
 
     # ---- dispatch --------------------------------------------------------------------------
@@ -438,14 +402,11 @@ class Registry:
             if order is not None:
                 return order
             restriction = override or snapshot.restriction
-            names = list(ranked)
-            if restriction is not None:
-                names = ([n for n in restriction if n in ranked and not snapshot.plugins[n].floor]
-                         + [n for n in ranked if snapshot.plugins[n].floor])
+            names = in_force(ranked, restriction, snapshot.plugins)
             skipped: list[tuple[str, str]] = []
             out_of_line: list[tuple[str, str]] = []
-            for plugin in sorted(snapshot.plugins.values(), key=_priority_key):
-                why = _passed_over(plugin, operation, gpu, restriction, self._faults)
+            for plugin in sorted(snapshot.plugins.values(), key=priority_key):
+                why = passed_over(plugin, operation, gpu, restriction, self._faults)
                 if why is not None:
                     in_line = restriction is None or plugin.name in restriction or plugin.floor
                     (skipped if in_line else out_of_line).append((plugin.name, why))

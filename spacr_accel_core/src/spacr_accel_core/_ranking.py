@@ -1,0 +1,60 @@
+"""The dispatch order: who is tried, in which order, and why each other plugin is passed over.
+
+The rules in one place: best priority first, ties by name (so the order never depends on the
+install order), the NumPy floor last whatever its priority (it always answers, so anything after it
+would never be reached), a ``use()``/``SPACR_ACCEL_BACKENDS`` order taken as given with the floor
+appended, and ``gpu=False`` refusing accelerated plugins without asking them anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ._discovery import Plugin
+
+
+def split_names(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+
+
+def priority_key(plugin: Plugin) -> tuple[float, str]:
+    """Best first, ties by name, so the order never depends on the install order."""
+    priority = plugin.info.priority if plugin.info is not None else 0.0
+    return (-priority, plugin.name)
+
+
+def rank_key(plugin: Plugin) -> tuple[bool, float, str]:
+    """The dispatch order: by priority, and the floor last whatever its priority (it always answers)."""
+    return (plugin.floor, *priority_key(plugin))
+
+
+def passed_over(plugin: Plugin, operation: str, gpu: bool, restriction: tuple[str, ...] | None,
+                 faults: dict[tuple[str, str], str]) -> str | None:
+    """Why ``plugin`` is not tried for ``operation`` (``None``: it is, perhaps after being asked)."""
+    if plugin.status != "ok":
+        return f"{plugin.status}: {plugin.reason}"
+    if operation not in plugin.operations:
+        return f"does not implement {operation}"
+    if not gpu and (plugin.info is None or plugin.info.accelerated):
+        return "accelerated, and gpu=False refuses it"
+    if restriction is not None and plugin.name not in restriction and not plugin.floor:
+        return f"not in the backends in force {list(restriction)}"
+    if (plugin.name, operation) in faults and not plugin.floor:
+        return f"quarantined: {faults[(plugin.name, operation)]}"
+    return None
+
+
+def in_force(ranked: Sequence[str], restriction: tuple[str, ...] | None,
+             plugins: Mapping[str, Plugin]) -> list[str]:
+    """``ranked`` under a restriction: the restriction's order, then the floor; else ``ranked``.
+
+    :param ranked: backends best first, the floor last.
+    :param restriction: names best first, or ``None``.
+    :param plugins: name -> plugin, to recognise the floor.
+    """
+    if restriction is None:
+        return list(ranked)
+    return ([n for n in restriction if n in ranked and not plugins[n].floor]
+            + [n for n in ranked if plugins[n].floor])
