@@ -71,10 +71,8 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     fault. (A plugin that sets ``flags.writeable = True`` on it is not careless but hostile; NumPy
     cannot refuse that without a copy, which the per-tile path cannot afford.)
     """
-    if not array.flags.writeable:
-        return array
     view = array.view()
-    view.flags.writeable = False
+    view.setflags(write=False)  # ~0.4 us: reading ``flags`` first would double it on the per-tile path
     return view
 
 
