@@ -53,12 +53,15 @@ doctest_global_setup = """
 import os
 os.environ["SPACR_DEVICE"] = "cpu"
 os.environ.pop("SPACR_ACCEL_BACKENDS", None)
-os.environ.pop("SPACR_ACCEL_DISABLE", None)
+# The pages show what the shipped backends do; the two example plugins (installed for development)
+# would otherwise serve peak finding, and docs/plugins.md shows them on their own.
+os.environ["SPACR_ACCEL_DISABLE"] = "opencv,openvino"
 import numpy as np
 import spacr_accel_core
 spacr_accel_core.refresh()
 """
 doctest_global_cleanup = """
 os.environ.pop("SPACR_DEVICE", None)
+os.environ.pop("SPACR_ACCEL_DISABLE", None)
 spacr_accel_core.refresh()
 """
