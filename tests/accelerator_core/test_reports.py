@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spacr_accel_core import accelerator, hookimpl
+from spacr_accel_core import _probers, accelerator, hookimpl
 from spacr_accel_core.accelerator import KINDS, Accelerator
 
 Plug = Callable[[object, str], object]
@@ -169,7 +169,7 @@ def test_capabilities_on_rocm_keep_cuml_on_the_cpu(resolved: Resolved, kinds: di
 
 
 def test_capabilities_of_an_unusable_device_say_it_was_found(kinds: dict[str, Accelerator]) -> None:
-    found = accelerator._off_device(kinds["mps-unusable"])
+    found = _probers._off_device(kinds["mps-unusable"])
     rows = accelerator.capabilities(found)
     assert rows[0][1] is False
     assert "Intel Iris Plus Graphics (Apple Metal) was found but is not usable" in rows[0][2]

@@ -43,20 +43,31 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any
 
 from ._bounded import DEFAULT_PROBE_TIMEOUT, ENV_PROBE_TIMEOUT, call_bounded
 from ._bounded import STUCK as _STUCK
-from ._bounded import Outcome as _Outcome
 from ._bounded import bounded as _bounded
 from ._bounded import discovering as _discovering
 from ._bounded import discovery_note as _discovery_note
 from ._bounded import probe_timeout as _probe_timeout
 from ._errors import describe as _describe
+from ._probers import (
+    _WARNED,
+    CPU_WORDS,
+    ENV_DEVICE,
+    _capability_rows,
+    _cpu,
+    _engine_names,
+    _hookimpls,
+    _NoPlugins,
+    _pending,
+    _stale,
+    _walk,
+    _warn_once,
+)
 from ._records import KINDS, Accelerator
-from ._registry import REGISTRY
+from ._tasks import _PRIMITIVES, _cuml_row, _model_rows, _primitive_rows
 
 __all__ = [
     "CPU_WORDS",
@@ -86,73 +97,6 @@ __all__ = [
 
 logger = logging.getLogger("spacr_accel_core.accelerator")
 
-ENV_DEVICE: Final = "SPACR_DEVICE"
-"""Force a device (``cuda:1``, ``mps``, ``xpu``, ``directml``) or the CPU. The escape hatch for "the
-GPU answer looks wrong" that does not require uninstalling anything."""
-
-CPU_WORDS: Final = frozenset({"cpu", "none", "off", "0", "false", "no"})
-"""Values of :data:`ENV_DEVICE` that force the CPU. The core honours them before any prober runs,
-so a machine whose driver hangs when asked can still be told to leave it alone."""
-
-def _cpu(note: str = "") -> Accelerator:
-    return Accelerator(kind="cpu", device="cpu", label="CPU", note=note)
-
-
-# ---- bounded calls -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _NoPlugins:
-    """Why the plugins implementing a hook could not be had."""
-
-    note: str
-    pending: tuple[threading.Event, ...] = ()
-    """Set once the abandoned discovery has finished (empty when nothing was abandoned)."""
-
-
-def _hookimpls(hook: str, timeout: float | None) -> tuple[tuple[str, Callable[..., Any]], ...] | _NoPlugins:
-    """The plugins implementing ``hook`` best first, or why they could not be had.
-
-    Discovery imports every plugin, so it is bounded like a probe: a plugin whose import hangs
-    must not hang the accelerator.
-    """
-    outcome = _discovering(lambda: REGISTRY.hookimpls(hook), timeout, "plugin discovery")
-    if outcome.timed_out:
-        return _NoPlugins(_discovery_note(outcome), _pending(outcome))
-    if outcome.error is not None:
-        return _NoPlugins(f"plugin discovery failed: {_describe(outcome.error)}")
-    found: tuple[tuple[str, Callable[..., Any]], ...] = outcome.value
-    return found
-
-
-def _pending(outcome: _Outcome) -> tuple[threading.Event, ...]:
-    return (outcome.pending,) if outcome.pending is not None else ()
-
-
-def _stale(pending: tuple[threading.Event, ...]) -> bool:
-    """Whether an answer cached because work timed out can be asked again: all of it has finished.
-
-    Work that never finishes (a hung driver) keeps its answer for the process, so a real hang
-    costs the bound once; work that was merely slow gets asked again once it is done.
-    """
-    return bool(pending) and all(done.is_set() for done in pending)
-
-
-_WARNED: set[tuple[str, str, str]] = set()
-
-
-def _warn_once(hook: str, plugin: str, problem: str, message: str, *args: object) -> None:
-    """A WARNING the first time a plugin misbehaves in a given way, DEBUG afterwards.
-
-    ``capabilities()`` and ``empty_cache()`` are not cached, so a broken plugin would otherwise
-    repeat its warning on every call. :func:`spacr_accel_core.refresh` forgets what was said.
-    """
-    key = (hook, plugin, problem)
-    level = logging.DEBUG if key in _WARNED else logging.WARNING
-    _WARNED.add(key)
-    logger.log(level, message, *args)
-
-
 # ---- resolution ----------------------------------------------------------------------------
 
 
@@ -174,123 +118,6 @@ class _Cache:
 
 _LOCK = threading.Lock()
 _CACHE = _Cache()
-
-
-def _malformed(answer: Accelerator) -> str | None:
-    if answer.kind not in KINDS:
-        return f"kind {answer.kind!r} is not one of {KINDS}"
-    if answer.usable and not answer.detected:
-        return "answered usable=True for hardware it did not detect"
-    return None
-
-
-def _off_device(answer: Accelerator) -> Accelerator:
-    """A detected-but-unusable answer as the report keeps it: found, and running on the CPU."""
-    return replace(answer, device="cpu", float64=True, autocast=True, fallback=False, bfloat16=True)
-
-
-_Walked = tuple[Accelerator, tuple[threading.Event, ...]]
-"""An answer, and the work abandoned on the way to it (see :func:`_stale`)."""
-
-
-def _walk(torch: Any, device_names: bool, include_cuda: bool) -> _Walked:
-    """Ask every prober, best first; never raises."""
-    try:
-        forced = os.environ.get(ENV_DEVICE, "").strip()
-        if forced.lower() in CPU_WORDS:
-            return _cpu(f"forced by {ENV_DEVICE}={forced}"), ()
-        timeout = _probe_timeout()
-        probers = _hookimpls("spacr_accel_probe", timeout)
-        if isinstance(probers, _NoPlugins):
-            return _cpu(probers.note), probers.pending
-        if not probers:
-            blocked = REGISTRY.blocked()
-            if blocked:
-                return _cpu(f"no device prober is loaded: SPACR_ACCEL_DISABLE blocks {', '.join(blocked)}"), ()
-            return _cpu("no device prober is installed (`pip install spacr-accel[torch]` adds one)"), ()
-        kwargs = {"torch": torch, "device_names": device_names, "include_cuda": include_cuda}
-        return _ask(probers, kwargs, timeout)
-    except Exception as exc:  # the promise is "never raises", so the walk itself is guarded too
-        logger.warning("accelerator resolution failed: %s", _describe(exc), exc_info=True)
-        return _cpu(f"accelerator resolution failed: {_describe(exc)}"), ()
-
-
-def _ask(probers: tuple[tuple[str, Callable[..., Any]], ...], kwargs: Mapping[str, Any],
-         timeout: float | None) -> _Walked:
-    """The first usable answer; else the first detected one; else the CPU with every reason."""
-    notes: list[tuple[str, str, bool]] = []
-    unusable: Accelerator | None = None
-    for name, function in probers:
-        outcome = _bounded(functools.partial(function, **kwargs), timeout, f"probe {name}")
-        if outcome.timed_out:
-            logger.warning("the %r device probe did not answer within %s s; abandoned it", name, timeout)
-            return _cpu(f"the {name!r} device probe did not answer within {timeout:g} s and was "
-                        f"abandoned (raise {ENV_PROBE_TIMEOUT} if this machine is just slow)"), _pending(outcome)
-        answer, problem = _judge(name, outcome)
-        if problem:
-            expected = isinstance(outcome.error, RuntimeError) or (
-                outcome.error is None and isinstance(outcome.value, Accelerator)
-                and not _malformed(outcome.value))
-            notes.append((name, problem, expected))
-        if answer is None:
-            continue
-        if answer.usable:
-            return answer, ()
-        if answer.detected and unusable is None:
-            unusable = _off_device(answer)
-    if unusable is not None:
-        return unusable, ()
-    return _cpu(_nothing_found(notes)), ()
-
-
-def _nothing_found(notes: list[tuple[str, str, bool]]) -> str:
-    """The CPU's note when no prober found anything: each prober's reason, plainly.
-
-    One expected reason reads ``no accelerator found: PyTorch is not installed``; several, or a
-    prober that broke, name their prober: ``no accelerator found: torch: ...; other: ...``.
-
-    :param notes: ``(prober name, reason, expected)``; ``expected`` is False for a prober that
-        raised something other than a ``RuntimeError`` or answered malformed.
-    """
-    if not notes:
-        return "no accelerator found"
-    if len(notes) == 1 and notes[0][2]:
-        return f"no accelerator found: {notes[0][1]}"
-    return "no accelerator found: " + "; ".join(f"{name}: {problem}" for name, problem, _ in notes)
-
-
-def _message(exc: BaseException) -> str:
-    """An exception's first line without its class name (for a reason a person reads).
-
-    :param exc: the exception.
-    """
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else _describe(exc)
-
-
-def _judge(name: str, outcome: _Outcome) -> tuple[Accelerator | None, str]:
-    """One prober's answer if it is well formed, and what to say about it otherwise."""
-    if outcome.error is not None:
-        # RuntimeError is a prober's "not here" (torch missing, no device); anything else is a
-        # prober that broke while being ASKED, which is the half-installed case.
-        level = logging.DEBUG if isinstance(outcome.error, RuntimeError) else logging.WARNING
-        logger.log(level, "the %r device probe raised %s", name, _describe(outcome.error))
-        # The expected "not here" reads as its message; a broken prober keeps its class name.
-        return None, (_message(outcome.error) if isinstance(outcome.error, RuntimeError)
-                      else _describe(outcome.error))
-    answer = outcome.value
-    if answer is None:
-        return None, ""
-    if not isinstance(answer, Accelerator):
-        problem = f"returned {type(answer).__name__}, not an Accelerator"
-    else:
-        problem = _malformed(answer) or ""
-        if not problem:
-            if answer.usable or answer.detected:
-                return answer, ""  # a detected answer carries its own note
-            return None, answer.note  # nothing found, but perhaps a reason worth reporting
-    logger.warning("the %r device probe %s; ignored", name, problem)
-    return None, problem
 
 
 def resolve(refresh: bool = False) -> Accelerator:
@@ -385,26 +212,6 @@ def neural_engines() -> tuple[str, ...]:
     return engines
 
 
-def _engine_names(function: Callable[..., Any]) -> tuple[list[str], list[object]]:
-    """One plugin's whole contribution, read in the bounded thread: names kept, entries refused.
-
-    Raises whatever the plugin, or iterating its answer, raises (a generator may fail half way):
-    the caller then drops the contribution whole rather than keeping half of it.
-    """
-    answer = function()
-    if answer is None:
-        return [], []
-    entries: Iterable[object] = (answer,) if isinstance(answer, str) else answer
-    names: list[str] = []
-    refused: list[object] = []
-    for entry in entries:
-        if not isinstance(entry, str):
-            refused.append(entry)
-        elif entry.strip():
-            names.append(str(entry).strip())  # str(): a numpy str_ is a str, but should not leak out
-    return names, refused
-
-
 def _gather_engines() -> tuple[tuple[str, ...], tuple[threading.Event, ...]]:
     timeout = _probe_timeout()
     hook = "spacr_accel_neural_engines"
@@ -430,108 +237,6 @@ def _gather_engines() -> tuple[tuple[str, ...], tuple[threading.Event, ...]]:
                        "ignored", name, refused[:3])
         found.update(dict.fromkeys(names))
     return tuple(found), tuple(pending)
-
-
-_PRIMITIVES: Final = (
-    ("maximum_filter", "Peak finding (maximum_filter)"),
-    ("matmul", "Spectral unmixing (matmul)"),
-    ("nearest_neighbours", "Cell matching (nearest_neighbours)"),
-)
-
-
-def _device_words(found: Accelerator) -> str:
-    return f"on {found.name or found.label}" if found.name else f"on the {found.label}"
-
-
-def _model_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
-    """Cellpose, training and inference: torch work that goes wherever the accelerator is."""
-    if not found.is_gpu:
-        unused = (f"; {found.label} was found but is not usable: {found.note}"
-                  if found.detected and found.kind != "cpu" else "")
-        return [
-            ("Segmentation (Cellpose)", False, "CPU only: expect minutes per image" + unused),
-            ("Model training", False, "CPU only: slow but works" + unused),
-            ("Model inference / classification", False, "CPU only" + unused),
-        ]
-    where = _device_words(found)
-    seg = where + ("" if found.bfloat16 else ", with float32 weights (this device refuses bfloat16)")
-    if found.kind == "mps":
-        seg += "; the flow-error pass runs on the CPU (a Cellpose indexing bug on Metal)"
-    train = where
-    if not found.autocast:
-        train += ", in float32 (no mixed precision on this device)"
-    if not found.float64:
-        train += "; float64 stays on the CPU"
-    infer = where + ("; missing operators fall back to the CPU" if found.fallback else "")
-    return [
-        ("Segmentation (Cellpose)", True, seg),
-        ("Model training", True, train),
-        ("Model inference / classification", True, infer),
-    ]
-
-
-def _primitive_rows() -> list[tuple[str, bool, str]]:
-    """Which backend will run each primitive, and why the ones ranked above it will not."""
-    statuses = REGISTRY.plugins()
-    order = REGISTRY.backend_names(True)
-    by_name = {s.name: s for s in statuses}
-    rows = []
-    for operation, task in _PRIMITIVES:
-        chosen = next((by_name[n] for n in order if n in by_name
-                       and operation in by_name[n].operations
-                       and operation not in dict(by_name[n].faults)), None)
-        if chosen is None:
-            rows.append((task, False, "no installed backend can run it (`pip install spacr-accel` "
-                                      "adds the NumPy one)"))
-            continue
-        passed = []
-        for status in statuses:
-            if status.name == chosen.name:
-                continue
-            if status.status != "ok":  # blocked or broken plugins have no priority: name them all
-                why = f"{status.status}" + (f" ({status.reason})" if status.reason else "")
-            elif status.priority <= chosen.priority:
-                continue
-            elif operation in dict(status.faults):
-                why = f"faulty ({dict(status.faults)[operation]})"
-            elif operation not in status.operations:
-                why = "does not implement it"
-            elif status.name not in order:
-                why = "not in the backends in force"
-            else:
-                continue
-            passed.append(f"{status.name}: {why}")
-        detail = f"{chosen.name} backend, " + ("on the device" if chosen.accelerated else "on the CPU")
-        if passed:
-            detail += f"; passed over {'; '.join(passed)}"
-        rows.append((task, chosen.accelerated, detail))
-    return rows
-
-
-def _cuml_row(found: Accelerator) -> tuple[str, bool, str]:
-    # cuML IS NOT PORTABLE, and saying so is the point: RAPIDS ships for NVIDIA CUDA only (no AMD,
-    # Intel or macOS build), so a user on Metal or ROCm should not wait for this to get faster.
-    if found.is_cuda:
-        return ("UMAP / t-SNE / clustering (cuML)", True, "on the GPU via cuML")
-    return ("UMAP / t-SNE / clustering (cuML)", False, "CPU: cuML is built for NVIDIA CUDA only")
-
-
-def _capability_rows(function: Callable[..., Any], found: Accelerator
-                     ) -> tuple[list[tuple[str, bool, str]], list[object]]:
-    """One plugin's rows, read in the bounded thread: the ``(str, bool, str)`` triples, and the rest.
-
-    Raises whatever the plugin, or iterating its answer, raises; the caller drops it whole.
-    """
-    answer = function(found=found)
-    rows: list[tuple[str, bool, str]] = []
-    refused: list[object] = []
-    for row in answer if answer is not None else ():
-        if (isinstance(row, tuple | list) and len(row) == 3 and isinstance(row[0], str)
-                and isinstance(row[1], bool) and isinstance(row[2], str)):
-            rows.append((str(row[0]), bool(row[1]), str(row[2])))
-        else:
-            refused.append(row)
-    return rows, refused
 
 
 def _plugin_rows(found: Accelerator) -> list[tuple[str, bool, str]]:

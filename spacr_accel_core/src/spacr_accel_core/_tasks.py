@@ -1,0 +1,97 @@
+"""What each of spaCR's tasks gets from the accelerator: the rows of the capabilities table.
+
+The one place that knows about the tasks themselves (Cellpose segmentation, training, the three
+primitives, cuML's clustering), so the walk and the cache stay free of them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ._records import Accelerator
+from ._registry import REGISTRY
+
+_PRIMITIVES: Final = (
+    ("maximum_filter", "Peak finding (maximum_filter)"),
+    ("matmul", "Spectral unmixing (matmul)"),
+    ("nearest_neighbours", "Cell matching (nearest_neighbours)"),
+)
+
+
+def _device_words(found: Accelerator) -> str:
+    return f"on {found.name or found.label}" if found.name else f"on the {found.label}"
+
+
+def _model_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
+    """Cellpose, training and inference: torch work that goes wherever the accelerator is."""
+    if not found.is_gpu:
+        unused = (f"; {found.label} was found but is not usable: {found.note}"
+                  if found.detected and found.kind != "cpu" else "")
+        return [
+            ("Segmentation (Cellpose)", False, "CPU only: expect minutes per image" + unused),
+            ("Model training", False, "CPU only: slow but works" + unused),
+            ("Model inference / classification", False, "CPU only" + unused),
+        ]
+    where = _device_words(found)
+    seg = where + ("" if found.bfloat16 else ", with float32 weights (this device refuses bfloat16)")
+    if found.kind == "mps":
+        seg += "; the flow-error pass runs on the CPU (a Cellpose indexing bug on Metal)"
+    train = where
+    if not found.autocast:
+        train += ", in float32 (no mixed precision on this device)"
+    if not found.float64:
+        train += "; float64 stays on the CPU"
+    infer = where + ("; missing operators fall back to the CPU" if found.fallback else "")
+    return [
+        ("Segmentation (Cellpose)", True, seg),
+        ("Model training", True, train),
+        ("Model inference / classification", True, infer),
+    ]
+
+
+def _primitive_rows() -> list[tuple[str, bool, str]]:
+    """Which backend will run each primitive, and why the ones ranked above it will not."""
+    statuses = REGISTRY.plugins()
+    order = REGISTRY.backend_names(True)
+    by_name = {s.name: s for s in statuses}
+    rows = []
+    for operation, task in _PRIMITIVES:
+        chosen = next((by_name[n] for n in order if n in by_name
+                       and operation in by_name[n].operations
+                       and operation not in dict(by_name[n].faults)), None)
+        if chosen is None:
+            rows.append((task, False, "no installed backend can run it (`pip install spacr-accel` "
+                                      "adds the NumPy one)"))
+            continue
+        passed = []
+        for status in statuses:
+            if status.name == chosen.name:
+                continue
+            if status.status != "ok":  # blocked or broken plugins have no priority: name them all
+                why = f"{status.status}" + (f" ({status.reason})" if status.reason else "")
+            elif status.priority <= chosen.priority:
+                continue
+            elif operation in dict(status.faults):
+                why = f"faulty ({dict(status.faults)[operation]})"
+            elif operation not in status.operations:
+                why = "does not implement it"
+            elif status.name not in order:
+                why = "not in the backends in force"
+            else:
+                continue
+            passed.append(f"{status.name}: {why}")
+        detail = f"{chosen.name} backend, " + ("on the device" if chosen.accelerated else "on the CPU")
+        if passed:
+            detail += f"; passed over {'; '.join(passed)}"
+        rows.append((task, chosen.accelerated, detail))
+    return rows
+
+
+def _cuml_row(found: Accelerator) -> tuple[str, bool, str]:
+    # cuML IS NOT PORTABLE, and saying so is the point: RAPIDS ships for NVIDIA CUDA only (no AMD,
+    # Intel or macOS build), so a user on Metal or ROCm should not wait for this to get faster.
+    if found.is_cuda:
+        return ("UMAP / t-SNE / clustering (cuML)", True, "on the GPU via cuML")
+    return ("UMAP / t-SNE / clustering (cuML)", False, "CPU: cuML is built for NVIDIA CUDA only")
+
+
