@@ -37,6 +37,7 @@ Needs ``pytest`` and ``hypothesis`` (``pip install spacr-accel-core[testing]``).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -501,6 +502,15 @@ class BackendConformance:
         index, distance = self._forced("nearest_neighbours", ops.nearest_neighbours, np.empty((0, 2)),
                                        np.ones((3, 2)), core_may_answer=True)
         assert index.shape == (0,) and distance.shape == (0,)
+
+    def test_nearest_distance_beyond_float32_is_inf_without_a_warning(self) -> None:
+        """A valid input whose distance overflows float32 answers ``inf``, even where the caller turns
+        warnings into errors (``warnings.simplefilter("error")``): a warning there would be a fault."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            index, distance = self._forced("nearest_neighbours", ops.nearest_neighbours,
+                                           np.array([[-3e38]]), np.array([[3e38], [2e38]]))
+        assert index.tolist() == [1] and distance.tolist() == [np.inf]
 
     def test_nearest_is_independent_of_chunk_on_larger_sets(self) -> None:
         rng = np.random.default_rng(11)
