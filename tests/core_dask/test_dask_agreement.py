@@ -23,7 +23,8 @@ def identical(got: np.ndarray, want: np.ndarray) -> bool:
 @st.composite
 def fields(draw, leading=0):
     """A small field (or stack) with NaNs, signed zeros and ties, and a chunking of it."""
-    shape = tuple(draw(st.integers(1, 3)) for _ in range(leading)) + (draw(st.integers(1, 17)), draw(st.integers(1, 17)))
+    stack = [draw(st.integers(1, 3)) for _ in range(leading)]
+    shape = (*stack, draw(st.integers(1, 17)), draw(st.integers(1, 17)))
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     values = rng.choice(np.array([-2.0, -0.0, 0.0, 1.0, 3.5, np.nan, -np.inf], dtype=np.float32), size=shape,

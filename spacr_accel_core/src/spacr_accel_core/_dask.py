@@ -295,9 +295,13 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     # than the halo), however much wider than a chunk the window is.
     # The blocks get the window itself: ops applies the same cap to each block with its halo, and
     # for a 1 x 1 field (the cap is 1) its single-pixel rule, the sign of zero included.
+    # An axis held whole by every block needs no halo at all: ops repeats the border itself, so a
+    # plate chunked field by field runs as plain map_blocks (no padding copies, no extra tasks).
     depth = dict.fromkeys(range(array.ndim - 2), 0)
-    depth[array.ndim - 2] = (min(window, 2 * height - 1) - 1) // 2
-    depth[array.ndim - 1] = (min(window, 2 * width - 1) - 1) // 2
+    for axis, length in ((array.ndim - 2, height), (array.ndim - 1, width)):
+        depth[axis] = 0 if len(array.chunks[axis]) == 1 else (min(window, 2 * length - 1) - 1) // 2
+    if not any(depth.values()):
+        return da.map_blocks(_filter_fields, array, dtype=_F32, meta=meta, window=window, gpu=gpu, backend=backend)
     return da.map_overlap(
         _filter_fields, array, depth=depth, boundary="nearest", trim=True, dtype=_F32, meta=meta,
         window=window, gpu=gpu, backend=backend,
