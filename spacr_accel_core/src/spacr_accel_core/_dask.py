@@ -33,6 +33,7 @@ _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
 _PAIR = np.dtype([("index", _I64), ("distance", _F32)])
 _LOCAL = "this process"
+_TASK_FILTER = "spacr_accel-maximum_filter"  # the block tasks' key prefix, as the dashboard shows it
 
 # ---- the per-process tally every block task adds to --------------------------------------------
 
@@ -257,7 +258,7 @@ def _in_graph_once(array: np.ndarray) -> da.Array:
 
 # ---- maximum_filter ---------------------------------------------------------------------------
 
-def _filter_fields(block: np.ndarray, window: int, gpu: bool, backend: str | None) -> np.ndarray:
+def _maximum_filter_block(block: np.ndarray, window: int, gpu: bool, backend: str | None) -> np.ndarray:
     """``ops.maximum_filter`` on each 2-D field of a block (with its halo), recorded."""
     if block.ndim == 2:
         out = ops.maximum_filter(block, window, gpu=gpu, backend=backend)
@@ -288,7 +289,8 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     meta = np.empty((0,) * array.ndim, dtype=_F32)
     if window <= 1 or array.size == 0:
         # ops answers these without a backend (a copy); one call per 2-D field, as there.
-        return da.map_blocks(_filter_fields, array, dtype=_F32, meta=meta, window=1, gpu=gpu, backend=backend)
+        return da.map_blocks(_maximum_filter_block, array, dtype=_F32, meta=meta, token=_TASK_FILTER,
+                             window=1, gpu=gpu, backend=backend)
     # ops caps the window at 2 * max(h, w) - 1 (beyond it, every window already covers the whole
     # field); the halo needs only what the window reaches along EACH axis, so it is capped per
     # axis: at most length - 1 pixels, which dask can always gather (rechunking chunks narrower
@@ -301,10 +303,11 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     for axis, length in ((array.ndim - 2, height), (array.ndim - 1, width)):
         depth[axis] = 0 if len(array.chunks[axis]) == 1 else (min(window, 2 * length - 1) - 1) // 2
     if not any(depth.values()):
-        return da.map_blocks(_filter_fields, array, dtype=_F32, meta=meta, window=window, gpu=gpu, backend=backend)
+        return da.map_blocks(_maximum_filter_block, array, dtype=_F32, meta=meta, token=_TASK_FILTER,
+                             window=window, gpu=gpu, backend=backend)
     return da.map_overlap(
-        _filter_fields, array, depth=depth, boundary="nearest", trim=True, dtype=_F32, meta=meta,
-        window=window, gpu=gpu, backend=backend,
+        _maximum_filter_block, array, depth=depth, boundary="nearest", trim=True, dtype=_F32, meta=meta,
+        token=_TASK_FILTER, window=window, gpu=gpu, backend=backend,
     )
 
 
@@ -356,7 +359,8 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
     out = index + (("cols",) if b.ndim == 2 else ())
     return da.blockwise(
         _matmul_block, out, a, (*index, "inner"), b, ("inner", "cols")[: b.ndim],
-        gpu, None, backend, None, concatenate=True, dtype=_F32, meta=np.empty((0,) * len(out), dtype=_F32),
+        gpu, None, backend, None, concatenate=True, token="spacr_accel-matmul", dtype=_F32,
+        meta=np.empty((0,) * len(out), dtype=_F32),
     )
 
 
@@ -413,10 +417,13 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: s
     src = _sole_chunk(src, 1)
     pairs = da.blockwise(
         _nearest_block, ("rows",), src, ("rows", "width"), tgt, ("targets", "width"),
-        gpu, None, backend, None, rows, None, concatenate=True, dtype=_PAIR, meta=np.empty((0,), dtype=_PAIR),
+        gpu, None, backend, None, rows, None, concatenate=True, token="spacr_accel-nearest_neighbours",
+        dtype=_PAIR, meta=np.empty((0,), dtype=_PAIR),
     )
-    indices = da.map_blocks(_field_of, pairs, "index", dtype=_I64, meta=np.empty((0,), dtype=_I64))
-    distances = da.map_blocks(_field_of, pairs, "distance", dtype=_F32, meta=np.empty((0,), dtype=_F32))
+    indices = da.map_blocks(_field_of, pairs, "index", token="spacr_accel-nearest-indices", dtype=_I64,
+                            meta=np.empty((0,), dtype=_I64))
+    distances = da.map_blocks(_field_of, pairs, "distance", token="spacr_accel-nearest-distances",
+                              dtype=_F32, meta=np.empty((0,), dtype=_F32))
     return indices, distances
 
 
