@@ -206,6 +206,18 @@ def test_the_target_is_shipped_once_per_worker_not_once_per_task(client):
     assert sorted(len(keys) for keys in transfers.values()) == [0, 1], transfers
 
 
+def test_a_target_scattered_once_serves_several_computes(client):
+    rng = np.random.default_rng(12)
+    target = rng.standard_normal((3000, 2)).astype(np.float32)
+    future = client.scatter(target, broadcast=True)  # on every worker once, for every later compute
+    lazy_target = da.from_delayed(future, shape=target.shape, dtype=target.dtype)
+    source = rng.standard_normal((4000, 2))
+    for rows in (500, 1300):
+        got = dask.compute(*sad.nearest_neighbours(da.from_array(source, chunks=(rows, 2)), lazy_target))
+        want = ops.nearest_neighbours(source, target)
+        assert all(identical(a, b) for a, b in zip(got, want, strict=True))
+
+
 def test_distributed_progress_follows_a_compute(client, capsys):
     future = client.compute(sad.maximum_filter(mosaic((256, 256), (64, 64), seed=3), 5).sum())
     distributed.progress(future, notebook=False)

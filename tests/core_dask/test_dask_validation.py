@@ -117,3 +117,17 @@ def test_nan_coordinates_raise_from_the_compute_with_the_ops_words(where):
         dask.compute(*lazy, scheduler="threads")
     assert str(from_dask.value) == str(from_ops.value)
     assert "NaN" in str(from_dask.value)
+
+
+def test_backend_and_gpu_reach_every_block_as_in_ops():
+    import spacr_accel_core
+
+    field = np.arange(36.0).reshape(6, 6)
+    with pytest.raises(spacr_accel_core.BackendUnavailable) as from_ops:
+        ops.maximum_filter(field, 3, backend="no-such-backend")
+    with pytest.raises(spacr_accel_core.BackendUnavailable) as from_dask:
+        sad.maximum_filter(da.from_array(field, chunks=3), 3, backend="no-such-backend").compute(scheduler="sync")
+    assert str(from_dask.value) == str(from_ops.value)
+    with sad.tally() as counted:
+        sad.maximum_filter(da.from_array(field, chunks=3), 3, gpu=False, backend="numpy").compute(scheduler="sync")
+    assert counted.report.by_backend() == {"numpy": 4}
