@@ -291,14 +291,13 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
         # ops answers these without a backend (a copy); one call per 2-D field, as there.
         return da.map_blocks(_maximum_filter_block, array, dtype=_F32, meta=meta, token=_TASK_FILTER,
                              window=1, gpu=gpu, backend=backend)
-    # ops caps the window at 2 * max(h, w) - 1 (beyond it, every window already covers the whole
-    # field); the halo needs only what the window reaches along EACH axis, so it is capped per
-    # axis: at most length - 1 pixels, which dask can always gather (rechunking chunks narrower
-    # than the halo), however much wider than a chunk the window is.
-    # The blocks get the window itself: ops applies the same cap to each block with its halo, and
-    # for a 1 x 1 field (the cap is 1) its single-pixel rule, the sign of zero included.
-    # An axis held whole by every block needs no halo at all: ops repeats the border itself, so a
-    # plate chunked field by field runs as plain map_blocks (no padding copies, no extra tasks).
+    # The halo is what the window reaches along EACH axis, capped there at length - 1 pixels (a
+    # window of 2 * length - 1 already covers the whole axis from any pixel, the edge repeated), so
+    # dask can always gather it, rechunking chunks narrower than the halo, however much wider than
+    # a chunk the window is. An axis held whole by every block needs no halo at all (ops repeats the
+    # border itself): a plate chunked field by field runs as plain map_blocks. The blocks get the
+    # window itself: ops applies its own cap to each block with its halo, and for a 1 x 1 field
+    # (capped to 1) its single-pixel rule, the sign of zero included.
     depth = dict.fromkeys(range(array.ndim - 2), 0)
     for axis, length in ((array.ndim - 2, height), (array.ndim - 1, width)):
         depth[axis] = 0 if len(array.chunks[axis]) == 1 else (min(window, 2 * length - 1) - 1) // 2
