@@ -147,3 +147,13 @@ def test_the_tally_counts_calls_in_this_process():
     assert sum(report.by_backend().values()) == 4 * 2  # one call per 2-D field of each block
     assert report.workers() == ("this process",)
     assert "maximum_filter" in str(report)
+
+
+def test_a_forked_child_starts_with_an_empty_tally():
+    import multiprocessing
+
+    sad.maximum_filter(da.ones((8, 8), chunks=4), 3).compute(scheduler="sync")
+    assert sad.blocks_served().served  # the parent has counts
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.apply(sad.blocks_served)
+    assert child.served == ()

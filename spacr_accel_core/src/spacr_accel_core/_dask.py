@@ -66,8 +66,17 @@ def _forget_local() -> None:
         _passed.clear()
 
 
-if hasattr(os, "register_at_fork"):  # POSIX only: a forked child starts with its own tally
-    os.register_at_fork(after_in_child=_forget_local)
+def _fresh_after_fork() -> None:
+    # A forked child (a multiprocessing pool) starts with its own, empty tally, and a new lock:
+    # one held by another thread at the fork would be held for ever in the child.
+    global _lock  # noqa: PLW0603  # the module's lock, replaced in the child only
+    _lock = threading.Lock()
+    _served.clear()
+    _passed.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_fresh_after_fork)
 
 
 @dataclass(frozen=True)
