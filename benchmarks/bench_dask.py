@@ -40,7 +40,7 @@ import distributed
 import numpy as np
 
 from spacr_accel_core import dask as sad
-from spacr_accel_core import ops
+from spacr_accel_core import last_dispatch, ops
 
 CHUNK = 4096  # mosaic pieces: 64 MiB of float32, 64 of them at full scale
 FIELD = 1024
@@ -219,12 +219,22 @@ def main() -> None:
                           "largest_other_task_bytes": max(b for b in task_bytes if b < target.nbytes),
                           "target_transfers_per_worker": {w: len(v) for w, v in client.run(received).items()}}
 
+        out["served_on_cluster"] = sad.blocks_served(client).by_backend()
+        here = {}
+        for name, call in (("maximum_filter", lambda: ops.maximum_filter(np.ones((64, 64), np.float32), 15)),
+                           ("nearest_neighbours", lambda: ops.nearest_neighbours(np.ones((9, 2)), np.ones((3, 2))))):
+            call()
+            done = last_dispatch()
+            here[name] = done.backend if done is not None else "?"
+        out["served_in_process"] = here
+
     if args.json:
         print(json.dumps(out, indent=2))
         return
     print(f"workers' pre-spawn environment: {out['worker_environ']}")
     print(f"scale {args.scale}: mosaic {side}^2 float32 ({side * side * 4 / 2**30:.2f} GiB), "
           f"plate {fields} x {FIELD}^2, nearest {n_source} x {n_target} D=2; best of {args.repeats}")
+    print(f"block calls served on the cluster: {out['served_on_cluster']}; in-process: {out['served_in_process']}")
     m, p, n = out["mosaic"], out["plate"], out["nearest"]
     print(f"mosaic  size 15: cluster {m['cluster_s']:.1f} s, in-process pieces {m['in_process_s']:.1f} s, "
           f"ratio {m['ratio']:.2f} (target <= 1.5); peaks {m['peaks_cluster']} "
