@@ -1,0 +1,112 @@
+"""The three operations on ``dask.array``: a whole plate, or a mosaic no single machine holds.
+
+Installed by the ``dask`` extra (``pip install spacr-accel[dask]``) and imported only when asked
+for: ``import spacr_accel_core`` and ``import spacr_accel_core.ops`` import no dask.
+
+DASK IS THE ENGINE. Each function builds a graph whose block tasks call the in-memory
+:mod:`spacr_accel_core.ops` on the worker that computes them, so every worker resolves its own
+device and falls through on its own faults (a worker beside a busy card runs NumPy while the others
+keep their GPUs). The keywords are those of :mod:`spacr_accel_core.ops` (``gpu=``, ``backend=``,
+``chunk=``) and so are the error words: shapes and dtypes are checked before any graph is built,
+values (NaN coordinates) by :mod:`spacr_accel_core.ops` itself inside the compute.
+
+WHICH BACKEND SERVED THE BLOCKS is tallied per worker process: :func:`tally` around a compute, or
+:func:`blocks_served` at any time, gathers it from the workers (docs/dask.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.array as da
+
+from . import _dask
+from ._dask import BlocksServed, Tally, blocks_served, forget, tally
+from .ops import CHUNK
+
+__all__ = [
+    "CHUNK",
+    "BlocksServed",
+    "Tally",
+    "blocks_served",
+    "forget",
+    "matmul",
+    "maximum_filter",
+    "nearest_neighbours",
+    "tally",
+]
+
+
+def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """The maximum of each ``size`` x ``size`` window, field by field: BIT-IDENTICAL to
+    :func:`spacr_accel_core.ops.maximum_filter` on each whole field, for every chunking.
+
+    Built on ``map_overlap`` with the halo the window needs along each axis and the border pixel
+    repeated at the array's edge, so a block sees exactly the pixels its windows cover; the NaN rule
+    and the sign of zero are those of ``ops``, which runs each block. A window wider than a chunk
+    is served by dask rechunking to chunks at least as wide as the halo (the halo itself never
+    exceeds the field: past ``2 * length - 1`` a window already covers the whole axis).
+
+    :param field: a 2-D dask array (a mosaic), or a stack ``(..., H, W)`` of fields filtered one by
+        one (a plate: chunk it one or a few fields per block, the last two axes whole, and no halo
+        is exchanged at all). A NumPy array is wrapped with ``dask.array.asarray``.
+    :param size: the window edge in pixels, as in ``ops``: even sizes are raised to the next odd,
+        ``size <= 1`` is a float32 copy.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker; its failure is raised from the compute.
+    :returns: a lazy float32 dask array of ``field``'s shape and chunks.
+    :raises ValueError: ``field`` has fewer than 2 dimensions or unknown chunk sizes, or ``size`` is negative.
+    :raises TypeError: ``field`` is not numeric, or ``size`` is not an integer.
+    """
+    return _dask.maximum_filter(field, size, gpu=gpu, backend=backend)
+
+
+def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """``first @ second`` block by block: a tall operand chunked by rows times one small operand.
+
+    ``second`` goes into the graph as a single key, so the scheduler ships it once to each worker
+    (and workers share it peer to peer) instead of pickling it into every task. Each block's product
+    is ``ops.matmul`` of that block: equal to ``ops.matmul`` on the whole to float32 rounding
+    (BLAS sums a row in an order that can depend on how many rows it is handed; exact whenever
+    the products are, e.g. integer-valued inputs).
+
+    :param first: a dask array of at least 2-D, ``(..., rows, columns)``, chunked along the rows
+        (the columns are brought into one chunk: they are the inner axis every row needs whole).
+    :param second: a 1-D ``(columns,)`` or 2-D ``(columns, k)`` operand, in memory (NumPy) or a
+        dask array (brought into one chunk).
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy float32 dask array chunked like ``first``'s rows.
+    :raises ValueError: an operand has the wrong rank, or the inner axes differ (``ops``' words).
+    :raises TypeError: an operand is not real-numeric.
+    """
+    return _dask.matmul(first, second, gpu=gpu, backend=backend)
+
+
+def nearest_neighbours(
+    source: Any,
+    target: Any,
+    *,
+    gpu: bool = True,
+    backend: str | None = None,
+    chunk: Any = CHUNK,
+) -> tuple[da.Array, da.Array]:
+    """For each row of ``source``, the closest row of ``target``: the indices and distances of
+    :func:`spacr_accel_core.ops.nearest_neighbours`, exactly (ties to the lowest index).
+
+    ``target`` is converted to float32 once, here, and goes into the graph as a single key: each
+    worker receives it once, however many blocks of ``source`` it computes; a task carries only its
+    block of ``source`` and a reference to that key.
+
+    :param source: ``(N, D)`` points, a dask array chunked by rows (``D`` is brought into one chunk).
+    :param target: ``(M, D)`` points, in memory (NumPy) or a dask array (brought into one chunk).
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :param chunk: at most this many source rows per pass inside a block, as in ``ops``.
+    :returns: ``(indices, distances)``: lazy int64 and float32 dask arrays chunked like ``source``'s
+        rows; compute them together (``dask.compute(i, d)``) to search once.
+    :raises ValueError: not 2-D, not the same width, no coordinates, or ``chunk < 1``, at once;
+        NaN or infinite coordinates from the compute, with ``ops``' words.
+    :raises TypeError: non-numeric points or a non-integer chunk.
+    """
+    return _dask.nearest_neighbours(source, target, gpu=gpu, backend=backend, chunk=chunk)

@@ -1,0 +1,159 @@
+"""Bit for bit with the in-memory ops on the whole array, for every chunking (threaded scheduler:
+the same graphs the cluster runs, computed here; tests/core_dask/test_dask_cluster.py runs them on
+process workers)."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacr_accel_core import dask as sad
+from spacr_accel_core import ops
+
+QUICK = settings(max_examples=20, deadline=None)
+
+
+def identical(got: np.ndarray, want: np.ndarray) -> bool:
+    return got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@st.composite
+def fields(draw, leading=0):
+    """A small field (or stack) with NaNs, signed zeros and ties, and a chunking of it."""
+    stack = [draw(st.integers(1, 3)) for _ in range(leading)]
+    shape = (*stack, draw(st.integers(1, 17)), draw(st.integers(1, 17)))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    values = rng.choice(np.array([-2.0, -0.0, 0.0, 1.0, 3.5, np.nan, -np.inf], dtype=np.float32), size=shape,
+                        p=[0.2, 0.2, 0.2, 0.2, 0.12, 0.04, 0.04])
+    values = values if draw(st.booleans()) else rng.integers(-300, 300, size=shape).astype(draw(
+        st.sampled_from([np.int16, np.int64, np.float64])))
+    chunks = tuple(draw(st.integers(1, max(1, n))) for n in shape)
+    return values, chunks
+
+
+@QUICK
+@given(fields(), st.integers(0, 60))
+def test_maximum_filter_matches_ops_for_every_chunking(case, size):
+    field, chunks = case
+    got = sad.maximum_filter(da.from_array(field, chunks=chunks), size).compute(scheduler="threads")
+    assert identical(got, ops.maximum_filter(field, size))
+
+
+@QUICK
+@given(fields(leading=2), st.integers(0, 30))
+def test_a_stack_is_filtered_field_by_field(case, size):
+    stack, chunks = case
+    got = sad.maximum_filter(da.from_array(stack, chunks=chunks), size).compute(scheduler="threads")
+    want = np.empty(stack.shape, dtype=np.float32)
+    for index in np.ndindex(*stack.shape[:-2]):
+        want[index] = ops.maximum_filter(stack[index], size)
+    assert identical(got, want)
+
+
+@st.composite
+def point_sets(draw):
+    n, m, width = draw(st.integers(0, 300)), draw(st.integers(0, 60)), draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    grid = draw(st.booleans())  # a coarse grid: many exact ties, the lowest index must win
+    source = rng.integers(0, 4, (n, width)).astype(np.float64) if grid else rng.standard_normal((n, width))
+    target = rng.integers(0, 4, (m, width)).astype(np.float64) if grid else rng.standard_normal((m, width))
+    return source, target, draw(st.integers(1, max(1, n))), draw(st.integers(1, width)), draw(st.integers(1, 50))
+
+
+@QUICK
+@given(point_sets())
+def test_nearest_neighbours_matches_ops(case):
+    source, target, rows, cols, chunk = case
+    lazy = sad.nearest_neighbours(da.from_array(source, chunks=(rows, cols)), target, chunk=chunk)
+    index, distance = dask.compute(*lazy, scheduler="threads")
+    want_index, want_distance = ops.nearest_neighbours(source, target)
+    assert identical(index, want_index) and identical(distance, want_distance)
+
+
+def test_a_dask_target_is_one_chunk_and_gives_the_same_answer():
+    rng = np.random.default_rng(3)
+    source, target = rng.standard_normal((200, 2)), rng.standard_normal((50, 2))
+    lazy = sad.nearest_neighbours(da.from_array(source, chunks=30), da.from_array(target, chunks=7))
+    index, distance = dask.compute(*lazy)
+    want_index, want_distance = ops.nearest_neighbours(source, target)
+    assert identical(index, want_index) and identical(distance, want_distance)
+
+
+@st.composite
+def products(draw):
+    rows, inner, cols = draw(st.integers(0, 200)), draw(st.integers(0, 9)), draw(st.integers(0, 5))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    vector = draw(st.booleans())
+    first = rng.integers(-50, 50, (rows, inner))  # integer-valued: every product is exact in float32
+    second = rng.integers(-50, 50, (inner,) if vector else (inner, cols))
+    return first, second, draw(st.integers(1, max(1, rows))), draw(st.integers(1, max(1, inner)))
+
+
+@QUICK
+@given(products())
+def test_matmul_matches_ops_exactly_when_the_products_are_exact(case):
+    first, second, rows, cols = case
+    got = sad.matmul(da.from_array(first, chunks=(rows, cols)), second).compute(scheduler="threads")
+    assert identical(got, ops.matmul(first, second))
+
+
+def test_matmul_of_real_data_agrees_to_float32_rounding_and_is_chunked_like_first():
+    rng = np.random.default_rng(7)
+    first = rng.standard_normal((1000, 16), dtype=np.float32)
+    second = rng.standard_normal((16, 4), dtype=np.float32)
+    lazy = sad.matmul(da.from_array(first, chunks=(128, 5)), second)
+    assert lazy.chunks[0] == da.from_array(first, chunks=(128, 5)).chunks[0] and lazy.chunks[1] == (4,)
+    got, want = lazy.compute(), ops.matmul(first, second)
+    bound = 16 * np.finfo(np.float32).eps * (np.abs(first) @ np.abs(second))
+    assert got.dtype == np.float32 and (np.abs(got - want) <= bound).all()
+
+
+def test_a_batch_of_tall_operands():
+    first = np.arange(2 * 30 * 3, dtype=np.float64).reshape(2, 30, 3) % 7
+    second = np.arange(6.0).reshape(3, 2)
+    got = sad.matmul(da.from_array(first, chunks=(1, 8, 3)), second).compute()
+    assert identical(got, ops.matmul(first, second))
+
+
+def test_the_in_memory_operand_is_one_key_of_the_graph():
+    import pickle
+
+    rng = np.random.default_rng(1)
+    target = rng.standard_normal((5000, 2))
+    source = da.random.default_rng(2).standard_normal((40000, 2), chunks=(1000, 2))
+    index, _ = sad.nearest_neighbours(source, target)
+    sizes = sorted(len(pickle.dumps(task)) for task in dict(index.__dask_graph__()).values())
+    big = [s for s in sizes if s >= target.size * 4]
+    assert len(big) == 1  # the float32 target, once
+    assert max(s for s in sizes if s < target.size * 4) < 2048  # every block task: a few hundred bytes
+
+
+def test_the_local_scheduler_progress_bar_reports_the_compute(capsys):
+    from dask.diagnostics import ProgressBar
+
+    with ProgressBar(dt=0.01):
+        sad.maximum_filter(da.ones((64, 64), chunks=16), 5).compute(scheduler="threads")
+    assert "100%" in capsys.readouterr().out
+
+
+def test_the_tally_counts_calls_in_this_process():
+    with sad.tally() as counted:
+        sad.maximum_filter(da.ones((4, 30, 30), chunks=(1, 15, 30)), 3).compute(scheduler="threads")
+    report = counted.report
+    assert sum(report.by_backend().values()) == 4 * 2  # one call per 2-D field of each block
+    assert report.workers() == ("this process",)
+    assert "maximum_filter" in str(report)
+
+
+def test_a_forked_child_starts_with_an_empty_tally():
+    import multiprocessing
+
+    sad.maximum_filter(da.ones((8, 8), chunks=4), 3).compute(scheduler="sync")
+    assert sad.blocks_served().served  # the parent has counts
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.apply(sad.blocks_served)
+    assert child.served == ()
