@@ -13,7 +13,6 @@ where :mod:`spacr_accel_core.ops` itself raises them, so their words are the sam
 from __future__ import annotations
 
 import math
-import operator
 import os
 import sys
 import threading
@@ -229,20 +228,9 @@ def _dask(value: Any, name: str) -> da.Array:
     return array
 
 
-def _memory(value: Any, name: str) -> np.ndarray:
-    array = value if type(value) is np.ndarray else np.asarray(value)
-    if array.dtype.kind not in _NUMERIC_KINDS:
-        raise TypeError(f"{name} must hold real numbers (bool, integer or float), got dtype {array.dtype}")
-    return array
-
-
-def _integer(value: Any, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got a bool ({value!r})")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
+# One rule, one message: the in-memory checks are the ops' own.
+_memory = ops._numeric
+_integer = ops._integer
 
 
 def _known(array: da.Array, name: str, axes: tuple[int, ...]) -> None:
@@ -282,6 +270,7 @@ def _maximum_filter_block(block: np.ndarray, window: int, gpu: bool, backend: st
 
 def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
     """See :func:`spacr_accel_core.dask.maximum_filter`."""
+    ops._options(gpu, backend)
     array = _dask(field, "field")
     if array.ndim < 2:
         raise ValueError(
@@ -329,6 +318,7 @@ def _matmul_block(first: np.ndarray, second: np.ndarray, gpu: bool, backend: str
 
 def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
     """See :func:`spacr_accel_core.dask.matmul`."""
+    ops._options(gpu, backend)
     a = _dask(first, "first")
     b = _sole_chunk(second, 0) if isinstance(second, da.Array) else None
     if b is not None:
@@ -391,6 +381,7 @@ def _field_of(pairs: np.ndarray, name: str) -> np.ndarray:
 def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: str | None = None,
                        chunk: Any = ops.CHUNK) -> tuple[da.Array, da.Array]:
     """See :func:`spacr_accel_core.dask.nearest_neighbours`."""
+    ops._options(gpu, backend)
     src = _dask(source, "source")
     if src.ndim != 2:
         raise ValueError(f"source must be a 2-D (points, coordinates) array, got shape {src.shape}")
@@ -407,7 +398,7 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: s
     if src.shape[1] != tgt_shape[1]:
         raise ValueError(
             f"source and target must have the same width (coordinates per point): "
-            f"source is {src.shape[1]}-D, target is {tgt_shape[1]}-D"
+            f"source has {src.shape[1]} coordinates per point, target has {tgt_shape[1]}"
         )
     if src.shape[1] == 0:
         raise ValueError("source and target must have at least one coordinate per point")
