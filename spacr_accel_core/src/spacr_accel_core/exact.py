@@ -31,7 +31,8 @@ import numpy as np
 
 from ._errors import BackendOutOfMemory
 
-__all__ = ["EXACT_IN_FLOAT32", "ExpansionPlan", "exact_squared", "expansion_plan", "pick_lowest", "tiled"]
+__all__ = ["EXACT_IN_FLOAT32", "ExpansionPlan", "distinct_rows", "exact_squared", "expansion_plan", "pick_lowest",
+           "tiled"]
 
 EXACT_IN_FLOAT32: Final[frozenset[np.dtype]] = frozenset(
     np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
@@ -107,6 +108,55 @@ def pick_lowest(rows: Any, cols: Any, squared: Any, count: int, *,
     index[rows[first]] = cols[first]
     best[rows[first]] = squared[first]
     return index, best
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd 64-bit constant (2**64 / golden ratio): spreads the bits
+_FEW_REPEATS = 64  # a first coordinate repeated at most 1 in this many points: the search's ties are cheap
+
+
+def distinct_rows(points: np.ndarray) -> np.ndarray | None:
+    """The lowest index of each distinct row of float32 points, ascending; ``None`` when
+    de-duplicating would not pay.
+
+    WHY. Identical targets are the worst case of an exact search: every one is a tie the
+    lowest-index rule must settle, so a search over 30,000 copies of one centroid compares
+    30,000 x 30,000 equal distances (92 s on the NumPy backend before this existed). Identical rows
+    have identical distances to every source, so only the lowest-indexed copy can ever win: a search
+    over ``points[distinct_rows(points)]`` answers ``keep[j]`` where the full search answers the
+    lowest index among the copies, the same answer. Duplicates are common in spaCR's data (a
+    segmentation that emits an object twice, centroids quantised to the pixel grid, coordinates
+    that differ only below float32's resolution).
+
+    COST. One sort of the first coordinate (under 1 ms for 100,000 points): when it repeats in
+    fewer than one point in :data:`_FEW_REPEATS`, the few duplicates cost a search nothing worth
+    a second pass and ``None`` is returned. Otherwise the rows are hashed, sorted and compared
+    exactly (a hash collision can only leave a duplicate in, never merge two different rows).
+    ``-0.0`` and ``+0.0`` count as equal: they give every source the same distance.
+
+    :param points: ``(M, D)`` float32, finite.
+    :returns: int64 indices into ``points`` (ascending, so a lowest index among the distinct rows is
+        the lowest among all), or ``None`` when there are no duplicates worth removing.
+    """
+    count = points.shape[0]
+    if count < 2:
+        return None
+    first = np.sort(points[:, 0])
+    if np.count_nonzero(first[1:] == first[:-1]) * _FEW_REPEATS <= count:
+        return None
+    rows = np.ascontiguousarray(points, dtype=np.float32) + np.float32(0.0)  # -0.0 becomes +0.0
+    bits = rows.view(np.uint32).astype(np.uint64)
+    key = bits[:, 0].copy()
+    for axis in range(1, rows.shape[1]):  # wraps modulo 2**64 by design: a hash, not a value
+        key = (key * _MIX) ^ bits[:, axis]
+    order = np.argsort(key, kind="stable")  # stable: copies stay in index order, the lowest first
+    ordered = rows[order]
+    same = key[order[1:]] == key[order[:-1]]
+    same &= (ordered[1:] == ordered[:-1]).all(axis=1)
+    if not same.any():
+        return None
+    leader = np.ones(count, dtype=bool)
+    leader[1:] = ~same
+    return np.sort(order[leader]).astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True)
