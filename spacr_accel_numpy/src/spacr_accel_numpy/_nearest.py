@@ -106,14 +106,15 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
         stop = min(n, start + rows)
         approx = plan.left[start:stop] @ plan.right
         threshold = approx.min(axis=1) + plan.margin[start:stop]
-        candidates = approx <= threshold[:, None]
-        if np.count_nonzero(candidates) > _MAX_CANDIDATES:
+        flat = np.flatnonzero(approx <= threshold[:, None])
+        if flat.size > _MAX_CANDIDATES:
             # Points float32 cannot tell apart (a tight cluster beside a far outlier): the
             # re-check would hold every pair, so answer this block by exact brute force instead.
             index[start:stop], best[start:stop] = _brute(source[start:stop], target, chunk)
             continue
-        local, cols = np.nonzero(candidates)
-        cols = cols.astype(np.int64)
+        # The flat form: NumPy's 2-D nonzero is ~20x slower than flatnonzero on a block this shape
+        # (measured 46 ms against 2 ms on 500 x 20,000), and it was half the D=64 search's time.
+        local, cols = np.divmod(flat, m)
         exact = exact_squared(s64, t64, start + local, cols)
         index[start:stop], best[start:stop] = pick_lowest(local, cols, exact, stop - start)
     return index, best
