@@ -29,20 +29,25 @@ def duplicated_points(draw):
 @settings(max_examples=150, deadline=None)
 @given(points=duplicated_points())
 def test_distinct_rows_keeps_exactly_the_first_copy_of_each_row(points):
-    keep = distinct_rows(points)
+    found = distinct_rows(points)
     expected = plain_first_copies(points)
-    if keep is None:
+    if found is None:
         # Allowed only where a search loses nothing by skipping it: few repeats of the first coordinate.
         column = np.sort(points[:, 0])
         assert np.count_nonzero(column[1:] == column[:-1]) * 64 <= points.shape[0]
     else:
-        assert keep.dtype == np.int64
+        keep, owner = found
+        assert keep.dtype == np.int64 and owner.dtype == np.int64
         assert np.array_equal(keep, expected)
+        # Every row is its copy's row (signed zeros aside), and its copy is no later than itself.
+        assert np.array_equal(points[keep][owner] + np.float32(0), points + np.float32(0))
+        assert (keep[owner] <= np.arange(points.shape[0])).all()
 
 
 def test_distinct_rows_merges_signed_zeros_and_declines_distinct_points():
     points = np.array([[0.0, 1.0], [-0.0, 1.0], [0.0, -0.0], [0.0, 1.0]] * 40, dtype=np.float32)
-    assert np.array_equal(distinct_rows(points), [0, 2])
+    keep, owner = distinct_rows(points)
+    assert np.array_equal(keep, [0, 2]) and np.array_equal(owner[:4], [0, 0, 1, 0])
     rng = np.random.default_rng(0)
     assert distinct_rows(rng.uniform(0, 2048, (10_000, 2)).astype(np.float32)) is None
     # The first coordinate repeats on a pixel grid, the rows do not: nothing to remove.

@@ -164,9 +164,9 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd 64-bit constant (2**64 / golden r
 _FEW_REPEATS = 64  # a first coordinate repeated at most 1 in this many points: the search's ties are cheap
 
 
-def distinct_rows(points: np.ndarray) -> np.ndarray | None:
-    """The lowest index of each distinct row of float32 points, ascending; ``None`` when
-    de-duplicating would not pay.
+def distinct_rows(points: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(keep, owner)``: the lowest index of each distinct row of float32 points, ascending, and
+    for every row the position in ``keep`` of its copy; ``None`` when de-duplicating would not pay.
 
     WHY. Identical targets are the worst case of an exact search: every one is a tie the
     lowest-index rule must settle, so a search over 30,000 copies of one centroid compares
@@ -183,9 +183,14 @@ def distinct_rows(points: np.ndarray) -> np.ndarray | None:
     exactly (a hash collision can only leave a duplicate in, never merge two different rows).
     ``-0.0`` and ``+0.0`` count as equal: they give every source the same distance.
 
+    Sources de-duplicate the same way: identical sources have the same answer, so a search of
+    ``source[keep]`` gives every source its answer as ``answer[owner]``.
+
     :param points: ``(M, D)`` float32, finite.
-    :returns: int64 indices into ``points`` (ascending, so a lowest index among the distinct rows is
-        the lowest among all), or ``None`` when there are no duplicates worth removing.
+    :returns: ``keep``, int64 indices into ``points`` (ascending, so a lowest index among the
+        distinct rows is the lowest among all), and ``owner``, int64 of length M with
+        ``points[keep][owner]`` equal to ``points``; or ``None`` when there are no duplicates worth
+        removing.
     """
     count = points.shape[0]
     if count < 2:
@@ -206,7 +211,13 @@ def distinct_rows(points: np.ndarray) -> np.ndarray | None:
         return None
     leader = np.ones(count, dtype=bool)
     leader[1:] = ~same
-    return np.sort(order[leader]).astype(np.int64, copy=False)
+    firsts = order[leader]  # one per run of copies, in run order
+    rank = np.argsort(firsts, kind="stable")  # run order -> ascending index order
+    position = np.empty(rank.size, dtype=np.int64)
+    position[rank] = np.arange(rank.size)
+    owner = np.empty(count, dtype=np.int64)
+    owner[order] = position[np.cumsum(leader) - 1]
+    return firsts[rank].astype(np.int64, copy=False), owner
 
 
 @dataclass(frozen=True)

@@ -134,12 +134,19 @@ def nearest(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
 
     Identical targets are searched once, as their lowest-indexed copy
     (:func:`~spacr_accel_core.exact.distinct_rows`): 30,000 copies of one centroid took 92 s as
-    30,000 x 30,000 ties and take milliseconds as one point.
+    30,000 x 30,000 ties and take milliseconds as one point. Identical sources are searched once
+    too (they have one answer).
     """
-    keep = None if source.shape[0] * target.shape[0] <= _BRUTE_PAIRS else distinct_rows(target)
-    if keep is None:
+    small = source.shape[0] * target.shape[0] <= _BRUTE_PAIRS  # brute force: ties cost nothing extra
+    targets = None if small else distinct_rows(target)
+    sources = None if small else distinct_rows(source)
+    if sources is not None:
+        source = source[sources[0]]
+    if targets is None:
         index, squared = _search(source, target, chunk)
     else:
-        found, squared = _search(source, target[keep], chunk)
-        index = keep[found]
+        found, squared = _search(source, target[targets[0]], chunk)
+        index = targets[0][found]
+    if sources is not None:
+        index, squared = index[sources[1]], squared[sources[1]]
     return index, np.sqrt(squared).astype(np.float32)
