@@ -53,3 +53,21 @@ def test_clusters_with_gaps_and_copies():
     assert np.array_equal(index, expected_index)
     assert np.array_equal(distance, expected_distance)
     assert (index[:50] == 5).all()
+
+
+@pytest.mark.parametrize("cap", [0, None])
+def test_matrix_passes_with_too_many_candidates_go_to_the_block_search(monkeypatch, cap):
+    """A tight cluster beside far outliers, D=8: the expansion cannot tell the cluster apart, so its
+    passes are handed to the block search (forced for every pass with a cap of 0)."""
+    if cap is not None:
+        monkeypatch.setattr(_nearest, "_CANDIDATES_PER_ROW", cap)
+    rng = np.random.default_rng(4)
+    target = rng.normal(0, 1e-3, (1500, 8)).astype(np.float32)
+    target[rng.choice(1500, 15, replace=False)] = rng.normal(0, 1e4, (15, 8))
+    source = np.ascontiguousarray(np.concatenate([target[:300:3], rng.normal(0, 1e-3, (200, 8))]).astype(np.float32))
+    deferred = _nearest._matrix(source, target, 4096, CPU, _nearest._Verdict(source, target, CPU))
+    assert deferred  # the case this guards: passes the matrix search hands on
+    index, distance = _nearest.nearest(source, target, 97, CPU)
+    expected_index, expected_distance = reference_nearest(source, target)
+    assert np.array_equal(index, expected_index)
+    assert np.array_equal(distance, expected_distance)

@@ -343,10 +343,21 @@ def _gemm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     return left @ right
 
 
+_CANDIDATES_PER_ROW = 32
+"""A matrix pass nominating more than this many targets a row on average (plus a small allowance)
+is handed to the block search: points the expansion's rounding cannot tell apart (a tight cluster
+beside far outliers: every cluster point a candidate of every cluster source, 30,000 x 30,000 pairs
+for the exact verdict, 190 s on the CPU) are told apart there by their direct differences."""
+
+
 def _matrix(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
-            verdict: _Verdict) -> None:
+            verdict: _Verdict) -> list[range]:
     """The ``|t|^2 - 2 s.t`` search (:func:`~spacr_accel_core.exact.expansion_plan`): scaled by a
-    power of two, so float32 is safe at any magnitude, on any device."""
+    power of two, so float32 is safe at any magnitude, on any device.
+
+    :returns: the source rows left unsettled, passes that nominated too many candidates
+        (:data:`_CANDIDATES_PER_ROW`), for the block search.
+    """
     import torch
 
     where = device.torch
@@ -358,14 +369,21 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
     margin_dev = torch.from_numpy(plan.margin).to(where)
     rows = max(1, min(chunk, budget(device) // max(1, m * (plan.left.dtype.itemsize + 2))))
 
+    deferred: list[range] = []
+
     def step(start: int, stop: int) -> None:
         approx = _gemm(left_dev[start:stop], right_dev)
         threshold = approx.amin(1) + margin_dev[start:stop]
-        local, cols = torch.nonzero(approx <= threshold[:, None], as_tuple=True)
+        nominated = approx <= threshold[:, None]
+        if int(nominated.sum()) > _CANDIDATES_PER_ROW * (stop - start) + 4096:
+            deferred.append(range(start, stop))
+            return
+        local, cols = torch.nonzero(nominated, as_tuple=True)
         ids = torch.arange(start, stop, device=where)
         verdict.settle(ids, local, cols)
 
     tiled(n, rows, 1, step, device, "nearest_neighbours")
+    return deferred
 
 
 # ---- entry -------------------------------------------------------------------------------------
@@ -402,18 +420,28 @@ def nearest(source: np.ndarray, target: np.ndarray, chunk: int,
 def _search(source: np.ndarray, target: np.ndarray, chunk: int,
             device: Device) -> tuple[np.ndarray, np.ndarray]:
     """``(indices, exact float64 squared distances)`` by the method that fits the width."""
+    if source.shape[1] < WIDE:
+        return _block_search(source, target, chunk, device)
+    verdict = _Verdict(source, target, device)
+    deferred = _matrix(source, target, chunk, device, verdict)
+    index, squared = verdict.result()
+    if deferred:
+        rows = np.concatenate([np.arange(part.start, part.stop) for part in deferred])
+        index[rows], squared[rows] = _block_search(np.ascontiguousarray(source[rows]), target, chunk, device)
+    return index, squared
+
+
+def _block_search(source: np.ndarray, target: np.ndarray, chunk: int,
+                  device: Device) -> tuple[np.ndarray, np.ndarray]:
+    """The block search, in float32 where its squares fit, else in float64 (on the CPU if need be)."""
     import torch
 
-    if source.shape[1] >= WIDE:
-        verdict = _Verdict(source, target, device)
-        _matrix(source, target, chunk, device, verdict)
-    else:
-        dtype = torch.float32
-        if not _float32_fits(source, target):
-            dtype = torch.float64
-            if not device.float64:
-                # Coordinates beyond float32's squares on a device without doubles: the CPU decides.
-                device = Device(torch.device("cpu"), True)
-        verdict = _Verdict(source, target, device)
-        _blocks(source, target, chunk, device, dtype, verdict)
+    dtype = torch.float32
+    if not _float32_fits(source, target):
+        dtype = torch.float64
+        if not device.float64:
+            # Coordinates beyond float32's squares on a device without doubles: the CPU decides.
+            device = Device(torch.device("cpu"), True)
+    verdict = _Verdict(source, target, device)
+    _blocks(source, target, chunk, device, dtype, verdict)
     return verdict.result()
