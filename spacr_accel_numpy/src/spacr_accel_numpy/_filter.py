@@ -83,9 +83,9 @@ def _stripes(field: np.ndarray, out: np.ndarray, size: int, stripe: int, first: 
     height, width = field.shape
     radius = size // 2
     rows = stripe + 2 * radius
-    padded = np.empty((rows, width + 2 * radius), dtype=np.float32)
+    padded = np.empty((rows, width + 2 * radius), dtype=field.dtype)
     spare = np.empty_like(padded)
-    vertical = np.empty((rows, width), dtype=np.float32)
+    vertical = np.empty((rows, width), dtype=field.dtype)
     spare_vertical = np.empty_like(vertical)
     for start in range(first * stripe, height, step * stripe):
         stop = min(height, start + stripe)
@@ -104,16 +104,26 @@ def _stripes(field: np.ndarray, out: np.ndarray, size: int, stripe: int, first: 
         _running_max(vertical[:span], spare_vertical[:span], span, size, 0, out[start:stop])
 
 
-def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
-    """The ``size`` x ``size`` window maximum of a 2-D float32 field, edges repeated.
+NARROW = frozenset(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16))
+"""Camera dtypes filtered as they are: every value is exact in float32 and the cast keeps order,
+so the window maximum commutes with the cast, and the passes move a half or a quarter of the bytes
+(a 2048 x 2048 uint16 field, size 5: measured in ``benchmarks/bench_peers.py``)."""
 
-    :param field: non-empty 2-D float32.
+
+def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` x ``size`` window maximum of a 2-D field, edges repeated, as float32.
+
+    :param field: non-empty 2-D float32, or one of the :data:`NARROW` integer dtypes, which are
+        filtered in their own dtype and cast once, by the last pass writing float32 (bit-identical
+        to filtering ``field.astype(float32)``: the cast is exact and monotone).
     :param size: odd window edge, at least 3.
     :returns: a new float32 array of the field's shape.
     """
+    if field.dtype != np.float32 and field.dtype not in NARROW:
+        field = field.astype(np.float32)
     height, width = field.shape
     out = np.empty((height, width), dtype=np.float32)
-    stripe = min(height, max(size, _STRIPE_BYTES // (4 * (width + size))))
+    stripe = min(height, max(size, _STRIPE_BYTES // (field.dtype.itemsize * (width + size))))
     count = -(-height // stripe)
     workers = 1 if height * width < _MIN_THREADED_PIXELS else min(count, _WORKERS)
     if workers == 1:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spacr_accel_core.exact import distances, exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.exact import distances, distinct_rows, exact_squared, expansion_plan, pick_lowest
 
 WIDE = 16
 """From this many coordinates on, the matrix product beats the KD-tree."""
@@ -106,26 +106,47 @@ def _matrix(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
         stop = min(n, start + rows)
         approx = plan.left[start:stop] @ plan.right
         threshold = approx.min(axis=1) + plan.margin[start:stop]
-        candidates = approx <= threshold[:, None]
-        if np.count_nonzero(candidates) > _MAX_CANDIDATES:
+        flat = np.flatnonzero(approx <= threshold[:, None])
+        if flat.size > _MAX_CANDIDATES:
             # Points float32 cannot tell apart (a tight cluster beside a far outlier): the
             # re-check would hold every pair, so answer this block by exact brute force instead.
             index[start:stop], best[start:stop] = _brute(source[start:stop], target, chunk)
             continue
-        local, cols = np.nonzero(candidates)
-        cols = cols.astype(np.int64)
+        # The flat form: NumPy's 2-D nonzero is ~20x slower than flatnonzero on a block this shape
+        # (measured 46 ms against 2 ms on 500 x 20,000), and it was half the D=64 search's time.
+        local, cols = np.divmod(flat, m)
         exact = exact_squared(s64, t64, start + local, cols)
         index[start:stop], best[start:stop] = pick_lowest(local, cols, exact, stop - start)
     return index, best
 
 
-def nearest(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact nearest neighbours (see the module docstring): int64 indices, float32 distances."""
+def _search(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     n, m, d = source.shape[0], target.shape[0], source.shape[1]
     if n * m <= _BRUTE_PAIRS:
-        index, squared = _brute(source, target, chunk)
-    elif d < WIDE:
-        index, squared = _kdtree(source, target, chunk)
+        return _brute(source, target, chunk)
+    if d < WIDE:
+        return _kdtree(source, target, chunk)
+    return _matrix(source, target, chunk)
+
+
+def nearest(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest neighbours (see the module docstring): int64 indices, float32 distances.
+
+    Identical targets are searched once, as their lowest-indexed copy
+    (:func:`~spacr_accel_core.exact.distinct_rows`): 30,000 copies of one centroid took 92 s as
+    30,000 x 30,000 ties and take milliseconds as one point. Identical sources are searched once
+    too (they have one answer).
+    """
+    small = source.shape[0] * target.shape[0] <= _BRUTE_PAIRS  # brute force: ties cost nothing extra
+    targets = None if small else distinct_rows(target)
+    sources = None if small else distinct_rows(source)
+    if sources is not None:
+        source = source[sources[0]]
+    if targets is None:
+        index, squared = _search(source, target, chunk)
     else:
-        index, squared = _matrix(source, target, chunk)
+        found, squared = _search(source, target[targets[0]], chunk)
+        index = targets[0][found]
+    if sources is not None:
+        index, squared = index[sources[1]], squared[sources[1]]
     return index, distances(squared)

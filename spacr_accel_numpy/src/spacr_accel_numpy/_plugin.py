@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from spacr_accel_core import BackendInfo, hookimpl
-from spacr_accel_core.exact import EXACT_IN_FLOAT32
+from spacr_accel_core.exact import EXACT_IN_FLOAT32, integer_matmul
 
 from ._filter import window_maximum
 from ._nearest import nearest
@@ -38,6 +38,8 @@ def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     elif first.dtype in EXACT_IN_FLOAT32 and second.dtype in EXACT_IN_FLOAT32:
         product = np.matmul(first if first.dtype == _F32 else first.astype(_F32),
                             second if second.dtype == _F32 else second.astype(_F32))
+    elif first.dtype.kind in "biu" and second.dtype.kind in "biu":
+        product = integer_matmul(first, second)  # the exact integer product, rounded once
     else:
         product = np.matmul(first.astype(np.float64, copy=False),
                             second.astype(np.float64, copy=False)).astype(_F32)

@@ -1,0 +1,73 @@
+"""Tie-heavy nearest-neighbour input on the torch backend (on the CPU here), against the plain
+reference: duplicates, points equal only in float32, clusters, through both the block search and
+the matrix product."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from spacr_accel_core.testing import reference_nearest
+
+torch = pytest.importorskip("torch")
+from spacr_accel_torch import _nearest, _runtime  # noqa: E402  (after the importorskip above)
+
+CPU = _runtime.Device(torch.device("cpu"), True)
+
+
+@st.composite
+def tie_heavy(draw):
+    width = draw(st.sampled_from([1, 2, 3, 8, 12]))
+    pool = draw(hnp.arrays(np.float32, (draw(st.integers(1, 6)), width),
+                           elements=st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.0, 1e7, 1e7 + 1.0])))
+    n, m = draw(st.integers(1, 300)), draw(st.integers(1, 300))
+    source = pool[draw(hnp.arrays(np.int64, n, elements=st.integers(0, pool.shape[0] - 1)))]
+    target = pool[draw(hnp.arrays(np.int64, m, elements=st.integers(0, pool.shape[0] - 1)))]
+    if draw(st.booleans()):
+        extra = draw(hnp.arrays(np.float32, (draw(st.integers(1, 20)), width), elements=st.floats(-3, 3, width=32)))
+        target = np.concatenate([extra, target]) if draw(st.booleans()) else np.concatenate([target, extra])
+    return np.ascontiguousarray(source), np.ascontiguousarray(target)
+
+
+@settings(max_examples=40, deadline=None)
+@given(points=tie_heavy(), chunk=st.integers(1, 400))
+def test_duplicates_go_to_the_lowest_index(points, chunk):
+    source, target = points
+    index, distance = _nearest.nearest(source, target, chunk, CPU)
+    expected_index, expected_distance = reference_nearest(source, target)
+    assert np.array_equal(index, expected_index)
+    assert np.array_equal(distance, expected_distance)
+
+
+def test_clusters_with_gaps_and_copies():
+    """Blocks that straddle the gap between two clusters, beside blocks that do not."""
+    rng = np.random.default_rng(3)
+    centres = rng.uniform(0, 1000, (6, 3))
+    target = (centres[rng.integers(0, 6, 2500)] + rng.normal(0, 1, (2500, 3))).astype(np.float32)
+    target[1000:1100] = target[5]  # a hundred copies of one point, after it
+    source = (centres[rng.integers(0, 6, 700)] + rng.normal(0, 1, (700, 3))).astype(np.float32)
+    source[:50] = target[5]
+    index, distance = _nearest.nearest(source, target, 4096, CPU)
+    expected_index, expected_distance = reference_nearest(source, target)
+    assert np.array_equal(index, expected_index)
+    assert np.array_equal(distance, expected_distance)
+    assert (index[:50] == 5).all()
+
+
+@pytest.mark.parametrize("cap", [0, None])
+def test_matrix_passes_with_too_many_candidates_go_to_the_block_search(monkeypatch, cap):
+    """A tight cluster beside far outliers, D=8: the expansion cannot tell the cluster apart, so its
+    passes are handed to the block search (forced for every pass with a cap of 0)."""
+    if cap is not None:
+        monkeypatch.setattr(_nearest, "_CANDIDATES_PER_ROW", cap)
+    rng = np.random.default_rng(4)
+    target = rng.normal(0, 1e-3, (1500, 8)).astype(np.float32)
+    target[rng.choice(1500, 15, replace=False)] = rng.normal(0, 1e4, (15, 8))
+    source = np.ascontiguousarray(np.concatenate([target[:300:3], rng.normal(0, 1e-3, (200, 8))]).astype(np.float32))
+    deferred = _nearest._matrix(source, target, 4096, CPU, _nearest._Verdict(source, target, CPU))
+    assert deferred  # the case this guards: passes the matrix search hands on
+    index, distance = _nearest.nearest(source, target, 97, CPU)
+    expected_index, expected_distance = reference_nearest(source, target)
+    assert np.array_equal(index, expected_index)
+    assert np.array_equal(distance, expected_distance)
