@@ -395,16 +395,7 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: s
         tgt_shape = tgt_memory.shape
     if len(tgt_shape) != 2:
         raise ValueError(f"target must be a 2-D (points, coordinates) array, got shape {tgt_shape}")
-    if src.shape[1] != tgt_shape[1]:
-        raise ValueError(
-            f"source and target must have the same width (coordinates per point): "
-            f"source has {src.shape[1]} coordinates per point, target has {tgt_shape[1]}"
-        )
-    if src.shape[1] == 0:
-        raise ValueError("source and target must have at least one coordinate per point")
-    rows = _integer(chunk, "chunk")
-    if rows < 1:
-        raise ValueError(f"chunk must be at least 1 row, got {rows}")
+    rows = ops._widths_and_chunk(src.shape, tgt_shape, chunk)
     _known(src, "source", (1,))
     if lazy:
         tgt = tgt_lazy.rechunk(-1)

@@ -283,6 +283,22 @@ def _points(value: Any, name: str) -> np.ndarray:
     return array
 
 
+def _widths_and_chunk(source: tuple[int, ...], target: tuple[int, ...], chunk: Any) -> int:
+    """The checks two 2-D point sets share, wherever they live (NumPy here, Dask in its module):
+    the same width, at least one coordinate, and a chunk of at least one row, which is returned."""
+    if source[1] != target[1]:
+        raise ValueError(
+            f"source and target must have the same width (coordinates per point): "
+            f"source has {source[1]} coordinates per point, target has {target[1]}"
+        )
+    if source[1] == 0:
+        raise ValueError("source and target must have at least one coordinate per point")
+    rows = _integer(chunk, "chunk")
+    if rows < 1:
+        raise ValueError(f"chunk must be at least 1 row, got {rows}")
+    return rows
+
+
 def nearest_neighbours(
     source: Any,
     target: Any,
@@ -313,16 +329,7 @@ def nearest_neighbours(
     use_gpu = _options(gpu, backend)
     src = _points(source, "source")
     tgt = _points(target, "target")
-    if src.shape[1] != tgt.shape[1]:
-        raise ValueError(
-            f"source and target must have the same width (coordinates per point): "
-            f"source has {src.shape[1]} coordinates per point, target has {tgt.shape[1]}"
-        )
-    if src.shape[1] == 0:
-        raise ValueError("source and target must have at least one coordinate per point")
-    rows = _integer(chunk, "chunk")
-    if rows < 1:
-        raise ValueError(f"chunk must be at least 1 row, got {rows}")
+    rows = _widths_and_chunk(src.shape, tgt.shape, chunk)
     with np.errstate(over="ignore"):  # an out-of-range coordinate becomes inf, refused just below
         src = np.ascontiguousarray(src, dtype=_F32)
         tgt = np.ascontiguousarray(tgt, dtype=_F32)
