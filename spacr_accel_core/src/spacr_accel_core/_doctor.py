@@ -31,6 +31,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._errors import describe
+
 SCHEMA_VERSION = 1
 """Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
 
@@ -49,16 +51,6 @@ ACCELERATOR_FIELDS = (
 Report = dict[str, Any]
 
 
-def _error_text(exc: BaseException) -> str:
-    """One line naming the exception, for a section's ``error`` key.
-
-    :param exc: what the section raised.
-    :returns: ``"Type: first line of the message"``.
-    """
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
 def _section(defaults: Report, gather: Callable[[], Report]) -> Report:
     """Run one section's gatherer, keeping the section's keys whatever happens.
 
@@ -73,7 +65,7 @@ def _section(defaults: Report, gather: Callable[[], Report]) -> Report:
     try:
         section.update(gather())
     except (Exception, SystemExit) as exc:  # a plugin calling sys.exit must not end the doctor
-        section["error"] = _error_text(exc)
+        section["error"] = describe(exc)
     return section
 
 
@@ -179,7 +171,7 @@ def _device() -> tuple[Report, Any]:
     try:
         values["summary"] = accelerator.describe()
     except Exception as exc:  # the fields above are still worth reporting
-        values["summary"] = f"(describe() failed: {_error_text(exc)})"
+        values["summary"] = f"(describe() failed: {describe(exc)})"
     return values, found
 
 

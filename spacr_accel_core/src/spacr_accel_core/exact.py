@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ._errors import BackendOutOfMemory
+from ._errors import BackendOutOfMemory, describe
 
 __all__ = ["EXACT_IN_FLOAT32", "ExpansionPlan", "distances", "distinct_rows", "exact_squared", "expansion_plan",
            "integer_matmul", "pick_lowest", "tiled"]
@@ -373,8 +373,7 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
-            lines = str(exc).strip().splitlines()
-            reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+            reason = describe(exc)
         else:
             start = stop
             continue

@@ -22,6 +22,7 @@ from typing import Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
+from spacr_accel_core._errors import describe
 from spacr_accel_core.exact import pass_budget
 
 __all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
@@ -278,12 +279,6 @@ def _build_cupy_kit(ieee_state: _IeeeState) -> Kit:
     return Kit("cupy", cupy, cupy_ndimage, cupy.asarray, to_host, free_bytes, release, gemm_unit, ieee)
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    first = lines[0] if lines else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def _vendor_errors() -> tuple[type[BaseException], ...]:
     """CuPy's classes for a device or library failure (the device's fault, not this package's).
 
@@ -336,13 +331,13 @@ def translate(exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, (BackendOutOfMemory, BackendUnavailable)):
         return exc
     if is_out_of_memory(exc):
-        return BackendOutOfMemory(f"cupy {what}: the device is out of memory: {_first_line(exc)}")
+        return BackendOutOfMemory(f"cupy {what}: the device is out of memory: {describe(exc)}")
     vendor = _vendor_errors()
     if vendor and isinstance(exc, vendor):
         absent = _no_driver()
         if absent is not None:  # the runtime's "driver version is insufficient" means "no driver"
             return BackendUnavailable(f"cupy {what}: {absent}")
-        return BackendUnavailable(f"cupy {what}: the device failed: {_first_line(exc)}")
+        return BackendUnavailable(f"cupy {what}: the device failed: {describe(exc)}")
     return exc
 
 
@@ -365,4 +360,4 @@ def _why_no_device(exc: BaseException) -> str:
     :param exc: what ``getDeviceCount`` raised.
     """
     absent = _no_driver()
-    return absent if absent is not None else _first_line(exc)
+    return absent if absent is not None else describe(exc)

@@ -41,7 +41,8 @@ from types import ModuleType
 from typing import Any, Final
 
 from spacr_accel_core import BackendUnavailable, hookimpl
-from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator
+from spacr_accel_core._errors import describe as _describe
+from spacr_accel_core.accelerator import ENV_DEVICE, Accelerator, device_request, parse_device
 
 logger = logging.getLogger("spacr_accel_torch.probe")
 
@@ -50,8 +51,8 @@ FALLBACK_ENV: Final = "PYTORCH_ENABLE_MPS_FALLBACK"
 
 ANE: Final = "Apple Neural Engine (CoreML only)"
 
-_FORCED: Final = re.compile(r"(cuda|rocm|mps|xpu|directml|dml|privateuseone)(?::(\d+))?")
-"""What ``SPACR_DEVICE`` may name besides the CPU words."""
+_FAMILIES: Final = frozenset({"cuda", "rocm", "mps", "xpu", "directml", "dml", "privateuseone"})
+"""The device families ``SPACR_DEVICE`` may name for torch besides the CPU words."""
 
 _INTEL_INTEGRATED: Final = ("iris", "uhd graphics", "hd graphics")
 """Intel's integrated GPU families as ``system_profiler`` spells them: the parts in Intel Macs that
@@ -80,11 +81,6 @@ def _host() -> _Host:
     system = platform.system()
     release = platform.mac_ver()[0] if system == "Darwin" else ""
     return _Host(system, platform.machine(), release)
-
-
-def _describe(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _truthy(value: str | None) -> bool:
@@ -361,14 +357,14 @@ def _forced(torch: Any, wanted: str, device_names: bool, include_cuda: bool) -> 
     It picks WHICH device, it cannot conjure one: a device torch reports unavailable would only
     move the failure into every call site, so that answer is the CPU, saying why.
     """
-    text = wanted.strip().lower()
-    if text in CPU_WORDS:
+    request = parse_device(wanted)
+    wanted = request.text
+    if request.cpu:
         return _cpu(f"forced by {ENV_DEVICE}={wanted}")
-    match = _FORCED.fullmatch(text)
-    if match is None:
+    family, index = request.family, request.index or 0
+    if family is None or family not in _FAMILIES:
         return _cpu(f"{ENV_DEVICE}={wanted!r} names no device spacr-accel can drive (use cpu, "
                     "cuda[:N], mps, xpu[:N] or directml[:N]); running on the CPU")
-    family, index = match.group(1), int(match.group(2) or 0)
     if family in ("cuda", "rocm") and not include_cuda:
         return _cpu(f"{ENV_DEVICE}={wanted} names CUDA/ROCm, which this inspection skips; running on the CPU")
     try:
@@ -504,10 +500,10 @@ def spacr_accel_probe(torch: ModuleType | None, device_names: bool, include_cuda
     """
     selecting = torch is None
     module = _import_torch() if torch is None else torch
-    wanted = os.environ.get(ENV_DEVICE, "").strip()
+    wanted = device_request()
     try:
-        if wanted and wanted.lower() != "auto":
-            found: Accelerator | None = _forced(module, wanted, device_names, include_cuda)
+        if not wanted.auto:
+            found: Accelerator | None = _forced(module, wanted.text, device_names, include_cuda)
         else:
             found = _detect(module, device_names, include_cuda)
         if selecting and found is not None and found.usable and found.kind != "cpu":
@@ -532,10 +528,10 @@ def detect(include_cuda: bool = True) -> Accelerator | None:
     :raises BackendUnavailable: when torch cannot be imported, or a probe broke and nothing was found.
     """
     module = _import_torch()
-    wanted = os.environ.get(ENV_DEVICE, "").strip()
+    wanted = device_request()
     try:
-        if wanted and wanted.lower() != "auto":
-            found: Accelerator | None = _forced(module, wanted, False, include_cuda)
+        if not wanted.auto:
+            found: Accelerator | None = _forced(module, wanted.text, False, include_cuda)
         else:
             found = _detect(module, False, include_cuda)
     except BaseException:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
+from spacr_accel_core._errors import first_line as _first_line
 from spacr_accel_core.exact import pass_budget
 from spacr_accel_core.exact import tiled as run_tiles
 
@@ -167,11 +168,6 @@ def translate(exc: BaseException, what: str) -> BaseException:
         # Metal's answer to a double: a hard stop, and a property of the device, not a bug here.
         return BackendUnavailable(f"torch {what}: the device refused double precision: {_first_line(exc)}")
     return exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def release(device: Device) -> None:
