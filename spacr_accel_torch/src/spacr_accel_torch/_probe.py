@@ -427,6 +427,8 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
             used by unsupported dtypes, or None when torch lacks the dtype, the device is out of
             memory, or the probe fails unexpectedly.
         """
+        from ._runtime import is_out_of_memory  # imported here: kept off the plugin's import
+
         dtype = getattr(torch, name, None)
         if dtype is None:
             return None
@@ -435,7 +437,7 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
         except (TypeError, RuntimeError) as exc:
             # A full card raises out-of-memory (a RuntimeError subclass) for ANY dtype: that says
             # nothing about the dtype, so the declared value stands.
-            return None if _is_out_of_memory(torch, exc) else False
+            return None if is_out_of_memory(exc, torch) else False
         except Exception:  # anything else is the backend misbehaving, not an answer
             return None
         return True
@@ -445,20 +447,6 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
     return replace(found,
                    float64=found.float64 if float64 is None else float64,
                    bfloat16=found.bfloat16 if bfloat16 is None else bfloat16)
-
-
-_OOM_WORDS: Final = re.compile(r"out of memory|can't allocate memory|cannot allocate memory", re.IGNORECASE)
-
-
-def _is_out_of_memory(torch: Any, exc: BaseException) -> bool:
-    """Out-of-memory by class (``torch.OutOfMemoryError`` from 2.5, ``torch.cuda``'s from 1.13;
-    looked up defensively, as torch 2.0 has neither at the top level) or by its words."""
-    if isinstance(exc, MemoryError):
-        return True
-    classes = tuple(cls for cls in (getattr(torch, "OutOfMemoryError", None),
-                                    getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None))
-                    if isinstance(cls, type) and issubclass(cls, BaseException))
-    return bool(classes and isinstance(exc, classes)) or bool(_OOM_WORDS.search(str(exc)))
 
 
 def _settle_fallback(found: Accelerator | None, selecting: bool) -> Accelerator | None:
@@ -549,22 +537,15 @@ def spacr_accel_neural_engines() -> list[str]:
     return [ANE] if host.system == "Darwin" and host.machine == "arm64" else []
 
 
-_EMPTY_CACHE: Final = {"cuda": "cuda", "rocm": "cuda", "mps": "mps", "xpu": "xpu"}
-
-
 @hookimpl
 def spacr_accel_empty_cache(torch: ModuleType | None, found: Accelerator) -> str | None:
     """Release torch's cached device memory for ``found``; the call made, or ``None``.
 
     Does not import torch: when nobody has, nothing has been cached.
     """
-    namespace = _EMPTY_CACHE.get(found.kind)
+    from ._runtime import empty_cache  # imported here: kept off the plugin's import
+
     module = torch if torch is not None else sys.modules.get("torch")
-    if namespace is None or not found.usable or module is None:
+    if not found.usable or module is None:
         return None
-    try:
-        getattr(module, namespace).empty_cache()
-    except Exception as exc:  # a driver that went away while we were not looking
-        logger.debug("torch.%s.empty_cache() failed: %s", namespace, _describe(exc))
-        return None
-    return f"torch.{namespace}.empty_cache()"
+    return empty_cache(module, found.kind)
