@@ -24,11 +24,10 @@ import numpy as np
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
 from spacr_accel_core._errors import describe
 from spacr_accel_core._precision import PrecisionWindow
-from spacr_accel_core.exact import pass_budget
+from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
 
 __all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
 
-_HOST_BUDGET = 64 << 20
 _OOM_WORDS = re.compile(r"out of memory|MemoryAllocation|ALLOC_FAILED", re.IGNORECASE)
 
 _TF32_UNIT: Final = 2.0 ** -10
@@ -76,7 +75,7 @@ class Kit:
     def budget(self) -> int:
         """Bytes one pass may use now: measured on a card, a cache-sized constant on the host."""
         return pass_budget(self.free_bytes(), override=os.environ.get("SPACR_ACCEL_CUPY_PASS_BYTES"),
-                           host=_HOST_BUDGET)
+                           host=HOST_PASS_BYTES)
 
 
 def numpy_kit() -> Kit:

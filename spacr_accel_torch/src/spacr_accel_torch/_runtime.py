@@ -1,11 +1,7 @@
 """Device plumbing the three torch primitives share: where to run, how much room, what went wrong.
 
-WHY TILES AND A FLOOR. The card is shared ("this one also runs structure prediction"), so the room
-a primitive measured at its start may be gone half-way through a plate. Every primitive therefore
-works in tiles (rows of a field, rows of a point set) sized from the memory that is free NOW, and a
-tile that runs out of memory is retried at half its size from where it stopped, down to a floor;
-only then does the primitive give up with :class:`~spacr_accel_core.BackendOutOfMemory`, which the
-dispatcher reads as "try the next backend", never as "fail the plate".
+WHY TILES AND A FLOOR: see :mod:`spacr_accel_core.tiling`. This module brings torch's part: the
+free memory of a device, torch's out-of-memory test and its cache release.
 
 WHY TRANSLATE. torch reports a driver that went away, a kernel image missing for this card or a
 ROCm runtime error as a bare ``RuntimeError``; only the ones that are the DEVICE's fault become
@@ -29,8 +25,8 @@ from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
 from spacr_accel_core._errors import describe
 from spacr_accel_core._errors import first_line as _first_line
 from spacr_accel_core._precision import PrecisionWindow
-from spacr_accel_core.exact import pass_budget
-from spacr_accel_core.exact import tiled as run_tiles
+from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
+from spacr_accel_core.tiling import tiled as run_tiles
 
 if TYPE_CHECKING:
     import torch
@@ -51,9 +47,6 @@ _DEVICE_WORDS = re.compile(
     r"Placeholder storage has not been allocated|XPU|Level Zero|UR_RESULT|privateuseone",
 )
 
-_CPU_BUDGET = 64 << 20
-"""Working set of one pass on the CPU: big enough that per-op overhead vanishes, small enough to
-stay near the caches and far from a laptop's memory ceiling."""
 
 
 @dataclass(frozen=True)
@@ -229,14 +222,14 @@ def budget(device: Device) -> int:
     """Bytes one pass of a primitive may use on ``device`` now (the room measured, not assumed)."""
     override = os.environ.get("SPACR_ACCEL_TORCH_PASS_BYTES")
     if device.is_cpu:
-        return pass_budget(None, override=override, host=_CPU_BUDGET)
+        return pass_budget(None, override=override, host=HOST_PASS_BYTES)
     # A device that cannot say how much is free gets a fixed gigabyte per pass.
     return pass_budget(free_bytes(device), override=override, host=1 << 30)
 
 
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], device: Device,
           what: str) -> None:
-    """:func:`spacr_accel_core.exact.tiled` with torch's out-of-memory test and ``device``'s cache.
+    """:func:`spacr_accel_core.tiling.tiled` with torch's out-of-memory test and ``device``'s cache.
 
     :param total: items to cover.
     :param tile: items per tile to start with (at least 1).
