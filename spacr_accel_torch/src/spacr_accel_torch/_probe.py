@@ -469,6 +469,14 @@ def _settle_fallback(found: Accelerator | None, selecting: bool) -> Accelerator 
     return replace(found, fallback=in_force)
 
 
+def _find(torch: Any, device_names: bool, include_cuda: bool) -> Accelerator | None:
+    """The device ``SPACR_DEVICE`` names (:func:`_forced`), else the best one detected (:func:`_detect`)."""
+    wanted = device_request()
+    if not wanted.auto:
+        return _forced(torch, wanted.text, device_names, include_cuda)
+    return _detect(torch, device_names, include_cuda)
+
+
 # ---- the hooks ----------------------------------------------------------------------------------
 
 
@@ -488,12 +496,8 @@ def spacr_accel_probe(torch: ModuleType | None, device_names: bool, include_cuda
     """
     selecting = torch is None
     module = _import_torch() if torch is None else torch
-    wanted = device_request()
     try:
-        if not wanted.auto:
-            found: Accelerator | None = _forced(module, wanted.text, device_names, include_cuda)
-        else:
-            found = _detect(module, device_names, include_cuda)
+        found = _find(module, device_names, include_cuda)
         if selecting and found is not None and found.usable and found.kind != "cpu":
             found = _measure_dtypes(module, found)
     except BaseException:
@@ -516,12 +520,8 @@ def detect(include_cuda: bool = True) -> Accelerator | None:
     :raises BackendUnavailable: when torch cannot be imported, or a probe broke and nothing was found.
     """
     module = _import_torch()
-    wanted = device_request()
     try:
-        if not wanted.auto:
-            found: Accelerator | None = _forced(module, wanted.text, False, include_cuda)
-        else:
-            found = _detect(module, False, include_cuda)
+        found = _find(module, False, include_cuda)
     except BaseException:
         _undo_preset()
         raise
