@@ -18,8 +18,9 @@ from spacr_accel_core.exact import (
     exact_squared,
     expansion_plan,
     pick_lowest,
-    tiled,
+    pick_lowest_dense,
 )
+from spacr_accel_core.tiling import tiled
 
 F32_UNIT = 2.0 ** -24
 TINY32 = np.float32(np.finfo(np.float32).tiny)
@@ -92,6 +93,18 @@ def test_pick_lowest_takes_the_smallest_distance_then_the_lowest_column(case) ->
         smallest = squared[mine].min()
         assert best[row] == smallest
         assert index[row] == cols[mine][squared[mine] == smallest].min()
+
+
+@settings(max_examples=100, deadline=None)
+@given(block=hnp.arrays(np.float64, st.tuples(st.integers(0, 8), st.integers(1, 12)),
+                        elements=st.sampled_from([0.0, 1.0, 2.5, 1e300, 5e-324])))
+def test_pick_lowest_dense_is_pick_lowest_over_every_pair(block: np.ndarray) -> None:
+    n, m = block.shape
+    rows, cols = np.divmod(np.arange(n * m, dtype=np.int64), m)
+    expected = pick_lowest(rows, cols, block.ravel(), n)
+    index, best = pick_lowest_dense(block)
+    assert index.dtype == np.int64 and best.dtype == np.float64
+    assert np.array_equal(index, expected[0]) and np.array_equal(best, expected[1])
 
 
 def test_pick_lowest_refuses_a_row_without_a_candidate() -> None:
@@ -303,7 +316,7 @@ def test_tiled_is_a_plain_loop_when_everything_fits() -> None:
 
 
 def test_pass_budget_follows_the_free_memory_the_override_and_the_cap():
-    from spacr_accel_core.exact import pass_budget
+    from spacr_accel_core.tiling import pass_budget
 
     assert pass_budget(None, override=None, host=64 << 20) == 64 << 20
     assert pass_budget(10 << 30, override=None, host=1, fraction=0.4, cap=16 << 30) == int(0.4 * (10 << 30))

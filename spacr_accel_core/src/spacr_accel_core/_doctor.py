@@ -31,6 +31,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._errors import describe
+
 SCHEMA_VERSION = 1
 """Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
 
@@ -49,16 +51,6 @@ ACCELERATOR_FIELDS = (
 Report = dict[str, Any]
 
 
-def _error_text(exc: BaseException) -> str:
-    """One line naming the exception, for a section's ``error`` key.
-
-    :param exc: what the section raised.
-    :returns: ``"Type: first line of the message"``.
-    """
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
 def _section(defaults: Report, gather: Callable[[], Report]) -> Report:
     """Run one section's gatherer, keeping the section's keys whatever happens.
 
@@ -73,7 +65,7 @@ def _section(defaults: Report, gather: Callable[[], Report]) -> Report:
     try:
         section.update(gather())
     except (Exception, SystemExit) as exc:  # a plugin calling sys.exit must not end the doctor
-        section["error"] = _error_text(exc)
+        section["error"] = describe(exc)
     return section
 
 
@@ -179,7 +171,7 @@ def _device() -> tuple[Report, Any]:
     try:
         values["summary"] = accelerator.describe()
     except Exception as exc:  # the fields above are still worth reporting
-        values["summary"] = f"(describe() failed: {_error_text(exc)})"
+        values["summary"] = f"(describe() failed: {describe(exc)})"
     return values, found
 
 
@@ -283,48 +275,62 @@ def _error_lines(section: Report) -> list[str]:
     return [f"  ERROR: {section['error']}"] if section.get("error") else []
 
 
-def render(report: Report) -> str:
-    """The report as aligned plain text for people.
+_DEVICE_ROWS = (("kind", "kind"), ("device", "device"), ("name", "name"), ("label", "label"),
+                ("detected", "detected (present)"), ("usable", "usable (dispatched to)"),
+                ("is_gpu", "is_gpu"), ("is_cuda", "is_cuda"), ("note", "note"),
+                ("float64", "float64"), ("bfloat16", "bfloat16"), ("autocast", "autocast"),
+                ("fallback", "CPU fallback for missing ops"))
+"""The device section's rows: the report's key, and the words a person reads for it."""
 
-    :param report: what :func:`collect` returned.
-    :returns: the text, ending in a newline.
-    """
-    about, device, overrides = report["about"], report["device"], report["overrides"]
-    out = [
+
+def _render_header(report: Report) -> list[str]:
+    """The first line: which core, plugin API, Python and platform answered."""
+    about = report["about"]
+    return [
         f"spacr-accel doctor (spacr-accel-core {_cell(about['core_version'])}, plugin API "
         f"{_cell(about['api_version'])}, Python {_cell(about['python'])}, {_cell(about['platform'])})",
         *_error_lines(about),
-        "",
-        "Device",
-        *_error_lines(device),
     ]
+
+
+def _render_device(report: Report) -> list[str]:
+    """What this machine computes on, field by field, and whether ``SPACR_DEVICE`` forced it."""
+    device = report["device"]
+    out = ["", "Device", *_error_lines(device)]
     if device.get("summary"):
         out.append(f"  {device['summary']}")
-    fields = [("kind", "kind"), ("device", "device"), ("name", "name"), ("label", "label"),
-              ("detected", "detected (present)"), ("usable", "usable (dispatched to)"),
-              ("is_gpu", "is_gpu"), ("is_cuda", "is_cuda"), ("note", "note"),
-              ("float64", "float64"), ("bfloat16", "bfloat16"), ("autocast", "autocast"),
-              ("fallback", "CPU fallback for missing ops")]
-    if not device.get("error") or any(device.get(key) is not None for key, _ in fields):
-        out += table([], [[label, _cell(device.get(key))] for key, label in fields])
+    if not device.get("error") or any(device.get(key) is not None for key, _ in _DEVICE_ROWS):
+        out += table([], [[label, _cell(device.get(key))] for key, label in _DEVICE_ROWS])
     forced = device.get("forced")
     out.append(f"  SPACR_DEVICE is {forced!r}: the device is forced" if forced
                else "  SPACR_DEVICE is not set: the device is chosen by probing")
+    return out
 
+
+def _render_engines(report: Report) -> list[str]:
+    """Inference silicon found here and never used."""
     engines = report["neural_engines"]
-    out += ["", "Neural engines found, not used", *_error_lines(engines)]
+    out = ["", "Neural engines found, not used", *_error_lines(engines)]
     out += [f"  {name}" for name in engines["found"]] or ([] if engines["error"] else ["  (none found)"])
+    return out
 
+
+def _render_capabilities(report: Report) -> list[str]:
+    """Which of spaCR's tasks run accelerated here, and why."""
     caps = report["capabilities"]
-    out += ["", "Capabilities", *_error_lines(caps)]
+    out = ["", "Capabilities", *_error_lines(caps)]
     if caps["rows"]:
         out += table(["task", "accelerated", "detail"],
                      [[r["task"], _cell(r["accelerated"]), r["detail"]] for r in caps["rows"]])
     elif not caps["error"]:
         out.append("  (no tasks reported)")
+    return out
 
+
+def _render_plugins(report: Report) -> list[str]:
+    """Every plugin the registry saw, best first."""
     plugins = report["plugins"]
-    out += ["", "Plugins (best first)", *_error_lines(plugins)]
+    out = ["", "Plugins (best first)", *_error_lines(plugins)]
     out += table(
         ["name", "priority", "accel", "status", "distribution", "version", "operations", "reason"],
         [[_cell(r[key]) for key in ("name", "priority", "accelerated", "status", "distribution",
@@ -332,24 +338,41 @@ def render(report: Report) -> str:
     )
     if not plugins["rows"] and not plugins["error"]:
         out.append("  (no plugins installed: `pip install spacr-accel` brings the NumPy backend)")
+    return out
 
-    out += ["", "Faulty plugins"]
+
+def _render_faulty(report: Report) -> list[str]:
+    """The plugins that broke the contract, each fault on its own line."""
+    out = ["", "Faulty plugins"]
     for row in report["faulty"]:
         out.append(f"  {row['name']}: {row['reason'] or 'faults at run time'}")
         out += [f"    {fault['operation']}: {fault['what']}" for fault in row["faults"]]
     if not report["faulty"]:
         out.append("  (none)")
+    return out
 
-    out += ["", "Blocked plugins (never imported)"]
+
+def _render_blocked(report: Report) -> list[str]:
+    """The plugins ``SPACR_ACCEL_DISABLE`` kept from being imported."""
+    out = ["", "Blocked plugins (never imported)"]
     out += [f"  {row['name']}: {row['reason']}" for row in report["blocked"]] or ["  (none)"]
+    return out
 
+
+def _render_dispatch(report: Report) -> list[str]:
+    """What automatic dispatch walks, with and without accelerated backends."""
     backends = report["backends"]
-    out += ["", "Dispatch order", *_error_lines(backends)]
+    out = ["", "Dispatch order", *_error_lines(backends)]
     out += table([], [["gpu=True", _cell(backends["gpu"])], ["gpu=False", _cell(backends["cpu"])]])
     if any(row["name"] == "numpy" for row in report["blocked"]):
         out.append("  the NumPy floor is blocked (SPACR_ACCEL_DISABLE): a call no other backend serves fails")
+    return out
 
-    out += ["", "Overrides in force", *_error_lines(overrides)]
+
+def _render_overrides(report: Report) -> list[str]:
+    """Every override variable, set or not, and what the backend variables mean here."""
+    overrides = report["overrides"]
+    out = ["", "Overrides in force", *_error_lines(overrides)]
     out += table([], [[name, "(not set)" if overrides[name] is None else repr(overrides[name])]
                       for name in OVERRIDES])
     if overrides.get("restriction") is not None:
@@ -357,4 +380,20 @@ def render(report: Report) -> str:
     for env, names in (overrides.get("not_installed") or {}).items():
         if names:
             out.append(f"  {env} names what is not installed (ignored): {_cell(names)}")
-    return "\n".join(out) + "\n"
+    return out
+
+
+_SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
+    _render_header, _render_device, _render_engines, _render_capabilities, _render_plugins,
+    _render_faulty, _render_blocked, _render_dispatch, _render_overrides,
+)
+"""The text report's sections, in the order a person reads them."""
+
+
+def render(report: Report) -> str:
+    """The report as aligned plain text for people.
+
+    :param report: what :func:`collect` returned.
+    :returns: the text, ending in a newline.
+    """
+    return "\n".join(line for section in _SECTIONS for line in section(report)) + "\n"

@@ -21,6 +21,17 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line without its class name, for a reason a person reads after a
+    phrase that already says what failed ("the device failed: ..."); the class name when the
+    message is empty.
+
+    :param exc: the exception to describe.
+    """
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 class BackendUnavailable(RuntimeError):
     """The backend cannot run here: its library is missing, or there is no device for it."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from ._bounded import Outcome as _Outcome
 from ._bounded import bounded as _bounded
 from ._bounded import probe_timeout as _probe_timeout
 from ._errors import describe as _describe
+from ._errors import first_line as _first_line
 from ._records import KINDS, Accelerator
 from ._registry import REGISTRY
 
@@ -32,6 +34,53 @@ GPU answer looks wrong" that does not require uninstalling anything."""
 CPU_WORDS: Final = frozenset({"cpu", "none", "off", "0", "false", "no"})
 """Values of :data:`ENV_DEVICE` that force the CPU. The core honours them before any prober runs,
 so a machine whose driver hangs when asked can still be told to leave it alone."""
+
+_NAMED: Final = re.compile(r"([a-z]+)(?::(\d+))?")
+"""A device named the way torch spells one: a family, then optionally ``:`` and an index."""
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """What :data:`ENV_DEVICE` asks for, read one way by the core and by every backend.
+
+    The core honours only the CPU words (before any prober runs); which families a name may
+    take is each backend's to judge (torch drives ``cuda``, ``rocm``, ``mps``, ``xpu`` and
+    ``directml``; CuPy only ``cuda``), so an unknown family is parsed here, not refused.
+
+    :param text: the value as the user wrote it, stripped (``""`` when unset): what a note quotes.
+    :param cpu: the value is one of :data:`CPU_WORDS` (any case): the CPU is forced.
+    :param auto: unset, empty or ``auto`` (any case): the device is chosen by probing.
+    :param family: the lower-case name of a ``family[:N]`` value (``"cuda"`` for ``CUDA:1``);
+        ``None`` for the CPU words, ``auto``, and a value of no such shape (``cuda:x``).
+    :param index: the ``N`` of ``family:N``; ``None`` when the value gives none.
+    """
+
+    text: str
+    cpu: bool
+    auto: bool
+    family: str | None
+    index: int | None
+
+
+def device_request() -> DeviceRequest:
+    """:data:`ENV_DEVICE` as it is set now, parsed (read at every call: a test or a user may change it)."""
+    return parse_device(os.environ.get(ENV_DEVICE, ""))
+
+
+def parse_device(value: str) -> DeviceRequest:
+    """A value of :data:`ENV_DEVICE`, parsed.
+
+    :param value: the value as set (surrounding blanks and case do not matter).
+    """
+    text = value.strip()
+    lowered = text.lower()
+    cpu = lowered in CPU_WORDS
+    auto = lowered in ("", "auto")
+    match = None if cpu or auto else _NAMED.fullmatch(lowered)
+    family = match.group(1) if match is not None else None
+    index = int(match.group(2)) if match is not None and match.group(2) is not None else None
+    return DeviceRequest(text, cpu, auto, family, index)
+
 
 def _cpu(note: str = "") -> Accelerator:
     return Accelerator(kind="cpu", device="cpu", label="CPU", note=note)
@@ -112,9 +161,9 @@ _Walked = tuple[Accelerator, tuple[threading.Event, ...]]
 def _walk(torch: Any, device_names: bool, include_cuda: bool) -> _Walked:
     """Ask every prober, best first; never raises."""
     try:
-        forced = os.environ.get(ENV_DEVICE, "").strip()
-        if forced.lower() in CPU_WORDS:
-            return _cpu(f"forced by {ENV_DEVICE}={forced}"), ()
+        forced = device_request()
+        if forced.cpu:
+            return _cpu(f"forced by {ENV_DEVICE}={forced.text}"), ()
         timeout = _probe_timeout()
         probers = _hookimpls("spacr_accel_probe", timeout)
         if isinstance(probers, _NoPlugins):
@@ -175,15 +224,6 @@ def _nothing_found(notes: list[tuple[str, str, bool]]) -> str:
     return "no accelerator found: " + "; ".join(f"{name}: {problem}" for name, problem, _ in notes)
 
 
-def _message(exc: BaseException) -> str:
-    """An exception's first line without its class name (for a reason a person reads).
-
-    :param exc: the exception.
-    """
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else _describe(exc)
-
-
 def _judge(name: str, outcome: _Outcome) -> tuple[Accelerator | None, str]:
     """One prober's answer if it is well formed, and what to say about it otherwise."""
     if outcome.error is not None:
@@ -192,7 +232,7 @@ def _judge(name: str, outcome: _Outcome) -> tuple[Accelerator | None, str]:
         level = logging.DEBUG if isinstance(outcome.error, RuntimeError) else logging.WARNING
         logger.log(level, "the %r device probe raised %s", name, _describe(outcome.error))
         # The expected "not here" reads as its message; a broken prober keeps its class name.
-        return None, (_message(outcome.error) if isinstance(outcome.error, RuntimeError)
+        return None, (_first_line(outcome.error) if isinstance(outcome.error, RuntimeError)
                       else _describe(outcome.error))
     answer = outcome.value
     if answer is None:

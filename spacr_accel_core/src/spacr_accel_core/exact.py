@@ -12,8 +12,8 @@ HOW TO BE FAST AND STILL EXACT. Search with any fast, rounded arithmetic, but le
 NOMINATE: every target whose rounded distance is within a proven error bound of the row's
 rounded best is a candidate, and the candidates are settled by the arithmetic above.
 :func:`expansion_plan` prepares the most useful such search, one matrix product giving
-``|t|^2 - 2 s.t`` for every pair, together with its bound; :func:`tiled` runs any per-tile work
-on a device that may run out of memory half-way.
+``|t|^2 - 2 s.t`` for every pair, together with its bound. How a device backend sizes the tiles
+of such a search, and retries one that runs out of memory, is :mod:`spacr_accel_core.tiling`.
 
 This module needs only NumPy and is cheap to import. :func:`exact_squared` uses nothing but
 indexing and arithmetic operators, and :func:`pick_lowest` the ``xp`` namespace passed in, so a
@@ -22,17 +22,15 @@ backend may hand them CuPy arrays (and the former torch tensors) and keep the ve
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
 import numpy as np
 
-from ._errors import BackendOutOfMemory
-
 __all__ = ["EXACT_IN_FLOAT32", "ExpansionPlan", "distances", "distinct_rows", "exact_squared", "expansion_plan",
-           "integer_matmul", "pick_lowest", "tiled"]
+           "integer_matmul", "pick_lowest",
+           "pick_lowest_dense"]
 
 EXACT_IN_FLOAT32: Final[frozenset[np.dtype]] = frozenset(
     np.dtype(t) for t in (np.float32, np.float16, np.bool_, np.int8, np.uint8, np.int16, np.uint16)
@@ -171,6 +169,22 @@ def pick_lowest(rows: Any, cols: Any, squared: Any, count: int, *,
     best = xp.empty(count, dtype=xp.float64)
     index[rows[first]] = cols[first]
     best[rows[first]] = squared[first]
+    return index, best
+
+
+def pick_lowest_dense(squared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a dense block of exact squared distances, the smallest, then the lowest column.
+
+    The tie rule of :func:`pick_lowest` for a search that computed every pair: ``argmin`` returns
+    the FIRST minimum, which is the lowest index on a tie, in one pass over the block (a sort of
+    every pair, as :func:`pick_lowest` makes of its candidates, would cost ``log`` of the block
+    more for the same answer).
+
+    :param squared: float64 ``(N, M)``, M >= 1 (:func:`exact_squared` of every pair).
+    :returns: ``(index, best)``: int64 and float64 arrays of length N.
+    """
+    index = np.argmin(squared, axis=1).astype(np.int64, copy=False)
+    best: np.ndarray = squared[np.arange(squared.shape[0]), index]
     return index, best
 
 
@@ -314,73 +328,3 @@ def expansion_plan(source: np.ndarray, target: np.ndarray, work_dtype: Any,
     # Round up, never down: the cast to float32 may lose the last bit of the bound.
     margin = np.where(margin < bound, np.nextafter(margin, work.type(np.inf)), margin)
     return ExpansionPlan(left, right, np.ascontiguousarray(margin, dtype=work))
-
-
-def pass_budget(free: int | None, *, override: str | None, host: int,
-                fraction: float = 0.4, cap: int = 16 << 30) -> int:
-    """Bytes one pass of a primitive may use now: the room measured on a card, not assumed.
-
-    A shared card's free memory is the budget's basis (another job may hold most of it), taken
-    at ``fraction`` because the pass allocates more than its one big buffer; ``cap`` keeps a huge
-    card from getting passes so long that an out-of-memory retry throws away minutes of work.
-
-    :param free: free device bytes now, or ``None`` where that cannot be asked (the host).
-    :param override: an operator's byte count (a backend's ``SPACR_ACCEL_*_PASS_BYTES``), or ``None``.
-    :param host: the budget where ``free`` is unknown: cache-sized passes on a CPU.
-    :param fraction: the share of the free memory one pass may take.
-    :param cap: the most one pass may take.
-    """
-    if override:
-        try:
-            return max(1 << 16, int(override))
-        except ValueError:
-            pass  # an unreadable override is ignored rather than fatal to the call
-    if free is None:
-        return host
-    return int(max(1 << 20, min(cap, free * fraction)))
-
-
-def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *,
-          is_out_of_memory: Callable[[BaseException], bool], release: Callable[[], None],
-          label: str) -> None:
-    """Run ``step(start, stop)`` over ``range(total)`` in tiles, halving a tile that runs out of memory.
-
-    WHY. A card is often shared, so the room a primitive measured at its start may be gone half-way
-    through a plate. The retry resumes at the tile that failed, so work already done is kept: a
-    card another job fills costs a few smaller tiles, not the plate. Only at the floor does it give
-    up with :class:`~spacr_accel_core.BackendOutOfMemory`, which the dispatcher reads as "try the
-    next backend". Any error that is not out-of-memory propagates unchanged (a bug is not a busy
-    card).
-
-    :param total: items to cover.
-    :param tile: items per tile to start with (at least 1 is used).
-    :param floor: the smallest tile worth trying; a failure at or below it gives up.
-    :param step: does one tile; may raise anything.
-    :param is_out_of_memory: whether an exception ``step`` raised means "out of memory" (the
-        library's own class or words: CuPy raises a MemoryError, torch a RuntimeError).
-    :param release: hands cached blocks back to the driver; called before every retry, outside the
-        exception handler, so the failed tile's arrays (held by the traceback) are already gone.
-    :param label: who is running what, for the message, e.g. ``"cupy nearest_neighbours"``.
-    :raises BackendOutOfMemory: a tile of ``floor`` items (or fewer) still did not fit.
-    """
-    tile = max(1, tile)
-    floor = max(1, min(floor, tile))
-    start = 0
-    while start < total:
-        stop = min(total, start + tile)
-        try:
-            step(start, stop)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            lines = str(exc).strip().splitlines()
-            reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-        else:
-            start = stop
-            continue
-        release()
-        if stop - start <= floor:
-            raise BackendOutOfMemory(
-                f"{label}: out of memory even for {stop - start} item(s) per pass (the floor): {reason}"
-            )
-        tile = max(floor, (stop - start) // 2)

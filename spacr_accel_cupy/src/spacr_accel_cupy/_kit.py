@@ -22,14 +22,12 @@ from typing import Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core.exact import pass_budget
+from spacr_accel_core._errors import describe
+from spacr_accel_core._precision import PrecisionWindow
+from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
 
 __all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
 
-_HOST_BUDGET = 64 << 20
-_DEVICE_FRACTION = 0.4
-"""Share of the free device memory one pass may take (the rest for temporaries and neighbours)."""
-_DEVICE_CAP = 16 << 30
 _OOM_WORDS = re.compile(r"out of memory|MemoryAllocation|ALLOC_FAILED", re.IGNORECASE)
 
 _TF32_UNIT: Final = 2.0 ** -10
@@ -77,7 +75,7 @@ class Kit:
     def budget(self) -> int:
         """Bytes one pass may use now: measured on a card, a cache-sized constant on the host."""
         return pass_budget(self.free_bytes(), override=os.environ.get("SPACR_ACCEL_CUPY_PASS_BYTES"),
-                           host=_HOST_BUDGET, fraction=_DEVICE_FRACTION, cap=_DEVICE_CAP)
+                           host=HOST_PASS_BYTES)
 
 
 def numpy_kit() -> Kit:
@@ -102,13 +100,8 @@ class _Cache:
         self.ieee = _IeeeState()
 
 
-class _IeeeState:
+class _IeeeState(PrecisionWindow[dict[Any, int], None]):
     """How many calls need IEEE products now, and the compute types to put back after the last."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.users = 0
-        self.saved: dict[Any, int] | None = None
 
 
 _CACHE = _Cache()
@@ -198,30 +191,30 @@ def cupy_ieee(linalg: Any, state: _IeeeState) -> Iterator[None]:
     """
     types = (np.dtype(np.float32), np.dtype(np.float64))
     default = getattr(linalg, "COMPUTE_TYPE_DEFAULT", None) if linalg is not None else None
-    with state.lock:
-        if state.users == 0 and default is not None:
-            try:
-                saved = {dtype: int(linalg.get_compute_type(dtype)) for dtype in types
-                         if cupy_gemm_unit(linalg, dtype) > ieee_unit(dtype)}
-            except Exception:  # the card refuses to say: the call runs as configured
-                saved = {}
-            if saved:
-                state.saved = saved  # before setting: see cupy_gemm_unit
-                try:
-                    for dtype in saved:
-                        linalg.set_compute_type(dtype, default)
-                except Exception:  # a refusal: put back what was set, run as configured
-                    _restore(linalg, saved, default)
-                    state.saved = None
-        state.users += 1
-    try:
+
+    def save() -> dict[Any, int] | None:
+        if default is None:
+            return None
+        try:
+            saved = {dtype: int(linalg.get_compute_type(dtype)) for dtype in types
+                     if cupy_gemm_unit(linalg, dtype) > ieee_unit(dtype)}
+        except Exception:  # the card refuses to say: the call runs as configured
+            return None
+        return saved or None
+
+    def set_ieee(saved: dict[Any, int]) -> None:
+        try:
+            for dtype in saved:
+                linalg.set_compute_type(dtype, default)
+        except Exception:  # a refusal: put back what was set, run as configured
+            _restore(linalg, saved, default)
+            raise
+
+    def restore(saved: dict[Any, int], _applied: None) -> None:
+        _restore(linalg, saved, default)
+
+    with state.hold(save, set_ieee, restore):
         yield
-    finally:
-        with state.lock:
-            state.users -= 1
-            if state.users == 0 and state.saved is not None:
-                _restore(linalg, state.saved, default)
-                state.saved = None  # after restoring: see cupy_gemm_unit
 
 
 def _restore(linalg: Any, saved: dict[Any, int], default: Any) -> None:
@@ -278,12 +271,6 @@ def _build_cupy_kit(ieee_state: _IeeeState) -> Kit:
     return Kit("cupy", cupy, cupy_ndimage, cupy.asarray, to_host, free_bytes, release, gemm_unit, ieee)
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    first = lines[0] if lines else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
 def _vendor_errors() -> tuple[type[BaseException], ...]:
     """CuPy's classes for a device or library failure (the device's fault, not this package's).
 
@@ -336,13 +323,13 @@ def translate(exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, (BackendOutOfMemory, BackendUnavailable)):
         return exc
     if is_out_of_memory(exc):
-        return BackendOutOfMemory(f"cupy {what}: the device is out of memory: {_first_line(exc)}")
+        return BackendOutOfMemory(f"cupy {what}: the device is out of memory: {describe(exc)}")
     vendor = _vendor_errors()
     if vendor and isinstance(exc, vendor):
         absent = _no_driver()
         if absent is not None:  # the runtime's "driver version is insufficient" means "no driver"
             return BackendUnavailable(f"cupy {what}: {absent}")
-        return BackendUnavailable(f"cupy {what}: the device failed: {_first_line(exc)}")
+        return BackendUnavailable(f"cupy {what}: the device failed: {describe(exc)}")
     return exc
 
 
@@ -365,4 +352,4 @@ def _why_no_device(exc: BaseException) -> str:
     :param exc: what ``getDeviceCount`` raised.
     """
     absent = _no_driver()
-    return absent if absent is not None else _first_line(exc)
+    return absent if absent is not None else describe(exc)

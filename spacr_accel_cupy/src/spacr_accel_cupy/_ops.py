@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from spacr_accel_core.exact import EXACT_IN_FLOAT32, distances, exact_squared, expansion_plan, pick_lowest
-from spacr_accel_core.exact import tiled as run_tiles
+from spacr_accel_core.tiling import tiled as run_tiles
 
 from ._kit import Kit, ieee_unit, is_out_of_memory
 

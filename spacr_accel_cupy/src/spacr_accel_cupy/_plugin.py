@@ -8,7 +8,6 @@ is asked, and its error becomes the note the doctor shows.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from spacr_accel_core import BackendInfo, BackendUnavailable, hookimpl
-from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, call_bounded
+from spacr_accel_core.accelerator import ENV_DEVICE, call_bounded, device_request
 
 from ._kit import Kit, cupy_kit, translate
 
@@ -29,7 +28,6 @@ PRIORITY = 200.0
 SPACR_ACCEL_BACKEND = BackendInfo(name=NAME, priority=PRIORITY, accelerated=True)
 """What this plugin is, read by the core without a call (and so without importing CuPy)."""
 
-_CUDA_INDEX = re.compile(r"cuda:(\d+)")
 _T = TypeVar("_T")
 
 
@@ -75,11 +73,11 @@ def spacr_accel_backend_info() -> BackendInfo:
     def info(usable: bool, note: str) -> BackendInfo:
         return BackendInfo(name=NAME, priority=PRIORITY, accelerated=True, usable=usable, note=note)
 
-    forced = os.environ.get(ENV_DEVICE, "").strip().lower()
-    if forced in CPU_WORDS:
-        return info(False, f"{ENV_DEVICE}={forced} forces the CPU")
-    if forced and forced != "auto" and not forced.startswith("cuda"):
-        return info(False, f"{ENV_DEVICE}={forced} names a device cupy does not drive (CUDA only)")
+    forced = device_request()
+    if forced.cpu:
+        return info(False, f"{ENV_DEVICE}={forced.text.lower()} forces the CPU")
+    if not forced.auto and forced.family != "cuda":
+        return info(False, f"{ENV_DEVICE}={forced.text.lower()} names a device cupy does not drive (CUDA only)")
     absent = _no_nvidia_driver()
     if absent is not None:
         return info(False, absent)
@@ -95,13 +93,13 @@ def spacr_accel_backend_info() -> BackendInfo:
 @contextmanager
 def _selected_device() -> Iterator[None]:
     """The card ``SPACR_DEVICE=cuda:N`` names, else CuPy's current one."""
-    match = _CUDA_INDEX.fullmatch(os.environ.get(ENV_DEVICE, "").strip().lower())
-    if match is None:
+    forced = device_request()
+    if forced.family != "cuda" or forced.index is None:
         yield
         return
     import cupy
 
-    with cupy.cuda.Device(int(match.group(1))):
+    with cupy.cuda.Device(forced.index):
         yield
 
 

@@ -17,7 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from spacr_accel_core.exact import distances, distinct_rows, exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.exact import (
+    distances,
+    distinct_rows,
+    exact_squared,
+    expansion_plan,
+    pick_lowest,
+    pick_lowest_dense,
+)
 
 WIDE = 16
 """From this many coordinates on, the matrix product beats the KD-tree."""
@@ -38,9 +45,7 @@ def _brute(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarr
     best = np.empty(n, dtype=np.float64)
     for start in range(0, n, rows):
         block = exact_squared(s64[start:start + rows, None, :], t64[None, :, :])
-        # argmin returns the first minimum: the lowest index on a tie.
-        index[start:start + rows] = np.argmin(block, axis=1)
-        best[start:start + rows] = block[np.arange(block.shape[0]), index[start:start + rows]]
+        index[start:start + rows], best[start:start + rows] = pick_lowest_dense(block)
     return index, best
 
 

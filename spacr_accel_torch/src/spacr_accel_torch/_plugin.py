@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from spacr_accel_core import BackendInfo, hookimpl
-from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator, call_bounded
+from spacr_accel_core.accelerator import ENV_DEVICE, Accelerator, call_bounded, device_request
 
 from . import _probe
 from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's hookimpls)
@@ -83,9 +83,9 @@ def spacr_accel_backend_info() -> BackendInfo:
     def info(usable: bool, note: str) -> BackendInfo:
         return BackendInfo(name=NAME, priority=PRIORITY, accelerated=True, usable=usable, note=note)
 
-    forced = os.environ.get(ENV_DEVICE, "").strip()
-    if forced.lower() in CPU_WORDS:
-        return info(False, f"{ENV_DEVICE}={forced} forces the CPU (backend='torch' still runs there)")
+    forced = device_request()
+    if forced.cpu:
+        return info(False, f"{ENV_DEVICE}={forced.text} forces the CPU (backend='torch' still runs there)")
     absent = _no_device_node()
     if absent is not None:
         return info(False, f"{absent}; backend='torch' runs on the CPU when forced")

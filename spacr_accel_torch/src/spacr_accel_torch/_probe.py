@@ -41,7 +41,8 @@ from types import ModuleType
 from typing import Any, Final
 
 from spacr_accel_core import BackendUnavailable, hookimpl
-from spacr_accel_core.accelerator import CPU_WORDS, ENV_DEVICE, Accelerator
+from spacr_accel_core._errors import describe as _describe
+from spacr_accel_core.accelerator import ENV_DEVICE, Accelerator, device_request, parse_device
 
 logger = logging.getLogger("spacr_accel_torch.probe")
 
@@ -50,8 +51,8 @@ FALLBACK_ENV: Final = "PYTORCH_ENABLE_MPS_FALLBACK"
 
 ANE: Final = "Apple Neural Engine (CoreML only)"
 
-_FORCED: Final = re.compile(r"(cuda|rocm|mps|xpu|directml|dml|privateuseone)(?::(\d+))?")
-"""What ``SPACR_DEVICE`` may name besides the CPU words."""
+_FAMILIES: Final = frozenset({"cuda", "rocm", "mps", "xpu", "directml", "dml", "privateuseone"})
+"""The device families ``SPACR_DEVICE`` may name for torch besides the CPU words."""
 
 _INTEL_INTEGRATED: Final = ("iris", "uhd graphics", "hd graphics")
 """Intel's integrated GPU families as ``system_profiler`` spells them: the parts in Intel Macs that
@@ -80,11 +81,6 @@ def _host() -> _Host:
     system = platform.system()
     release = platform.mac_ver()[0] if system == "Darwin" else ""
     return _Host(system, platform.machine(), release)
-
-
-def _describe(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _truthy(value: str | None) -> bool:
@@ -361,14 +357,14 @@ def _forced(torch: Any, wanted: str, device_names: bool, include_cuda: bool) -> 
     It picks WHICH device, it cannot conjure one: a device torch reports unavailable would only
     move the failure into every call site, so that answer is the CPU, saying why.
     """
-    text = wanted.strip().lower()
-    if text in CPU_WORDS:
+    request = parse_device(wanted)
+    wanted = request.text
+    if request.cpu:
         return _cpu(f"forced by {ENV_DEVICE}={wanted}")
-    match = _FORCED.fullmatch(text)
-    if match is None:
+    family, index = request.family, request.index or 0
+    if family is None or family not in _FAMILIES:
         return _cpu(f"{ENV_DEVICE}={wanted!r} names no device spacr-accel can drive (use cpu, "
                     "cuda[:N], mps, xpu[:N] or directml[:N]); running on the CPU")
-    family, index = match.group(1), int(match.group(2) or 0)
     if family in ("cuda", "rocm") and not include_cuda:
         return _cpu(f"{ENV_DEVICE}={wanted} names CUDA/ROCm, which this inspection skips; running on the CPU")
     try:
@@ -431,6 +427,8 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
             used by unsupported dtypes, or None when torch lacks the dtype, the device is out of
             memory, or the probe fails unexpectedly.
         """
+        from ._runtime import is_out_of_memory  # imported here: kept off the plugin's import
+
         dtype = getattr(torch, name, None)
         if dtype is None:
             return None
@@ -439,7 +437,7 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
         except (TypeError, RuntimeError) as exc:
             # A full card raises out-of-memory (a RuntimeError subclass) for ANY dtype: that says
             # nothing about the dtype, so the declared value stands.
-            return None if _is_out_of_memory(torch, exc) else False
+            return None if is_out_of_memory(exc, torch) else False
         except Exception:  # anything else is the backend misbehaving, not an answer
             return None
         return True
@@ -449,20 +447,6 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
     return replace(found,
                    float64=found.float64 if float64 is None else float64,
                    bfloat16=found.bfloat16 if bfloat16 is None else bfloat16)
-
-
-_OOM_WORDS: Final = re.compile(r"out of memory|can't allocate memory|cannot allocate memory", re.IGNORECASE)
-
-
-def _is_out_of_memory(torch: Any, exc: BaseException) -> bool:
-    """Out-of-memory by class (``torch.OutOfMemoryError`` from 2.5, ``torch.cuda``'s from 1.13;
-    looked up defensively, as torch 2.0 has neither at the top level) or by its words."""
-    if isinstance(exc, MemoryError):
-        return True
-    classes = tuple(cls for cls in (getattr(torch, "OutOfMemoryError", None),
-                                    getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None))
-                    if isinstance(cls, type) and issubclass(cls, BaseException))
-    return bool(classes and isinstance(exc, classes)) or bool(_OOM_WORDS.search(str(exc)))
 
 
 def _settle_fallback(found: Accelerator | None, selecting: bool) -> Accelerator | None:
@@ -485,6 +469,14 @@ def _settle_fallback(found: Accelerator | None, selecting: bool) -> Accelerator 
     return replace(found, fallback=in_force)
 
 
+def _find(torch: Any, device_names: bool, include_cuda: bool) -> Accelerator | None:
+    """The device ``SPACR_DEVICE`` names (:func:`_forced`), else the best one detected (:func:`_detect`)."""
+    wanted = device_request()
+    if not wanted.auto:
+        return _forced(torch, wanted.text, device_names, include_cuda)
+    return _detect(torch, device_names, include_cuda)
+
+
 # ---- the hooks ----------------------------------------------------------------------------------
 
 
@@ -504,12 +496,8 @@ def spacr_accel_probe(torch: ModuleType | None, device_names: bool, include_cuda
     """
     selecting = torch is None
     module = _import_torch() if torch is None else torch
-    wanted = os.environ.get(ENV_DEVICE, "").strip()
     try:
-        if wanted and wanted.lower() != "auto":
-            found: Accelerator | None = _forced(module, wanted, device_names, include_cuda)
-        else:
-            found = _detect(module, device_names, include_cuda)
+        found = _find(module, device_names, include_cuda)
         if selecting and found is not None and found.usable and found.kind != "cpu":
             found = _measure_dtypes(module, found)
     except BaseException:
@@ -532,12 +520,8 @@ def detect(include_cuda: bool = True) -> Accelerator | None:
     :raises BackendUnavailable: when torch cannot be imported, or a probe broke and nothing was found.
     """
     module = _import_torch()
-    wanted = os.environ.get(ENV_DEVICE, "").strip()
     try:
-        if wanted and wanted.lower() != "auto":
-            found: Accelerator | None = _forced(module, wanted, False, include_cuda)
-        else:
-            found = _detect(module, False, include_cuda)
+        found = _find(module, False, include_cuda)
     except BaseException:
         _undo_preset()
         raise
@@ -553,22 +537,15 @@ def spacr_accel_neural_engines() -> list[str]:
     return [ANE] if host.system == "Darwin" and host.machine == "arm64" else []
 
 
-_EMPTY_CACHE: Final = {"cuda": "cuda", "rocm": "cuda", "mps": "mps", "xpu": "xpu"}
-
-
 @hookimpl
 def spacr_accel_empty_cache(torch: ModuleType | None, found: Accelerator) -> str | None:
     """Release torch's cached device memory for ``found``; the call made, or ``None``.
 
     Does not import torch: when nobody has, nothing has been cached.
     """
-    namespace = _EMPTY_CACHE.get(found.kind)
+    from ._runtime import empty_cache  # imported here: kept off the plugin's import
+
     module = torch if torch is not None else sys.modules.get("torch")
-    if namespace is None or not found.usable or module is None:
+    if not found.usable or module is None:
         return None
-    try:
-        getattr(module, namespace).empty_cache()
-    except Exception as exc:  # a driver that went away while we were not looking
-        logger.debug("torch.%s.empty_cache() failed: %s", namespace, _describe(exc))
-        return None
-    return f"torch.{namespace}.empty_cache()"
+    return empty_cache(module, found.kind)

@@ -1,11 +1,7 @@
 """Device plumbing the three torch primitives share: where to run, how much room, what went wrong.
 
-WHY TILES AND A FLOOR. The card is shared ("this one also runs structure prediction"), so the room
-a primitive measured at its start may be gone half-way through a plate. Every primitive therefore
-works in tiles (rows of a field, rows of a point set) sized from the memory that is free NOW, and a
-tile that runs out of memory is retried at half its size from where it stopped, down to a floor;
-only then does the primitive give up with :class:`~spacr_accel_core.BackendOutOfMemory`, which the
-dispatcher reads as "try the next backend", never as "fail the plate".
+WHY TILES AND A FLOOR: see :mod:`spacr_accel_core.tiling`. This module brings torch's part: the
+free memory of a device, torch's out-of-memory test and its cache release.
 
 WHY TRANSLATE. torch reports a driver that went away, a kernel image missing for this card or a
 ROCm runtime error as a bare ``RuntimeError``; only the ones that are the DEVICE's fault become
@@ -16,9 +12,9 @@ what it is, so it is not mistaken for a busy card.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -26,8 +22,11 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core.exact import pass_budget
-from spacr_accel_core.exact import tiled as run_tiles
+from spacr_accel_core._errors import describe
+from spacr_accel_core._errors import first_line as _first_line
+from spacr_accel_core._precision import PrecisionWindow
+from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
+from spacr_accel_core.tiling import tiled as run_tiles
 
 if TYPE_CHECKING:
     import torch
@@ -36,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["IEEE_UNIT", "Device", "budget", "current_float32_gemm_unit", "float32_gemm_unit", "ieee_float32",
            "is_out_of_memory", "release", "target", "tensor", "tiled", "translate"]
+
+logger = logging.getLogger("spacr_accel_torch.runtime")
 
 _OOM_WORDS = re.compile(r"out of memory|can't allocate memory|cannot allocate memory", re.IGNORECASE)
 # Messages torch passes through from a vendor runtime: the device's fault, not this package's.
@@ -46,14 +47,6 @@ _DEVICE_WORDS = re.compile(
     r"Placeholder storage has not been allocated|XPU|Level Zero|UR_RESULT|privateuseone",
 )
 
-_CPU_BUDGET = 64 << 20
-"""Working set of one pass on the CPU: big enough that per-op overhead vanishes, small enough to
-stay near the caches and far from a laptop's memory ceiling."""
-_DEVICE_FRACTION = 0.4
-"""Share of the device's free memory one pass may take: the rest is left to the tensors a pass
-creates besides its main buffer and to whoever else shares the card."""
-_DEVICE_CAP = 16 << 30
-"""No single pass needs more; a bigger one only delays the first out-of-memory retry."""
 
 
 @dataclass(frozen=True)
@@ -84,11 +77,8 @@ class _State:
         self.target: tuple[Accelerator, Device] | None = None
         """The last resolved accelerator and the Device built for it: ``resolve()`` hands out the
         same object until someone refreshes it, so a call compares identity, not fields."""
-        self.lock = threading.Lock()
-        self.users = 0
-        """This package's calls inside :func:`ieee_float32` now."""
-        self.saved: dict[str, str] | None = None
-        self.ours: dict[str, str] | None = None
+        self.window: PrecisionWindow[dict[str, str], dict[str, str]] = PrecisionWindow()
+        """This package's calls inside :func:`ieee_float32` now, and the settings to put back."""
 
 
 _STATE = _State()
@@ -131,14 +121,20 @@ def _build_target(found: Accelerator) -> Device:
     return Device(device, device.type == "cpu" or bool(found.float64))
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` says the device (or the host, for the CPU device) ran out of memory."""
+def is_out_of_memory(exc: BaseException, torch: Any = None) -> bool:
+    """Whether ``exc`` says the device (or the host, for the CPU device) ran out of memory.
+
+    :param exc: what torch raised.
+    :param torch: the torch module to take the error classes from (the prober's, which may be a
+        stand-in); ``None`` imports torch.
+    """
     if isinstance(exc, MemoryError):
         return True
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - only reached after torch raised, so it imports
-        return False
+    if torch is None:
+        try:
+            import torch
+        except ImportError:  # pragma: no cover - only reached after torch raised, so it imports
+            return False
     # torch.OutOfMemoryError exists from torch 2.5, torch.cuda.OutOfMemoryError from 1.13; this
     # package accepts torch 2.0, where reaching for the first would turn every error into an
     # AttributeError. Both are RuntimeError subclasses whose message says "out of memory", so
@@ -169,24 +165,35 @@ def translate(exc: BaseException, what: str) -> BaseException:
     return exc
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+_EMPTY_CACHE: Final = {"cuda": "cuda", "rocm": "cuda", "mps": "mps", "xpu": "xpu"}
+"""The torch namespace whose ``empty_cache()`` serves an accelerator kind (or a torch device type)."""
+
+
+def empty_cache(torch: Any, kind: str) -> str | None:
+    """Release torch's cached memory for a device of ``kind``; the call made, or ``None``.
+
+    Best effort: a driver too broken to empty its cache fails the next allocation instead, with
+    its reason.
+
+    :param torch: the torch module.
+    :param kind: an accelerator kind (``"rocm"``) or a torch device type (``"cuda"``).
+    """
+    namespace = _EMPTY_CACHE.get(kind)
+    if namespace is None:
+        return None
+    try:
+        getattr(torch, namespace).empty_cache()
+    except Exception as exc:  # a driver that went away while we were not looking
+        logger.debug("torch.%s.empty_cache() failed: %s", namespace, describe(exc))
+        return None
+    return f"torch.{namespace}.empty_cache()"
 
 
 def release(device: Device) -> None:
     """Hand cached blocks back to the driver, so a smaller retry (or another job) can have them."""
     import torch
 
-    kind = device.torch.type
-    # Best effort: a driver too broken to empty its cache fails the retry instead, with its reason.
-    with contextlib.suppress(Exception):
-        if kind == "cuda":
-            torch.cuda.empty_cache()
-        elif kind == "mps":
-            torch.mps.empty_cache()
-        elif kind == "xpu":
-            torch.xpu.empty_cache()
+    empty_cache(torch, device.torch.type)
 
 
 def free_bytes(device: Device) -> int | None:
@@ -215,15 +222,14 @@ def budget(device: Device) -> int:
     """Bytes one pass of a primitive may use on ``device`` now (the room measured, not assumed)."""
     override = os.environ.get("SPACR_ACCEL_TORCH_PASS_BYTES")
     if device.is_cpu:
-        return pass_budget(None, override=override, host=_CPU_BUDGET)
+        return pass_budget(None, override=override, host=HOST_PASS_BYTES)
     # A device that cannot say how much is free gets a fixed gigabyte per pass.
-    return pass_budget(free_bytes(device), override=override, host=1 << 30,
-                       fraction=_DEVICE_FRACTION, cap=_DEVICE_CAP)
+    return pass_budget(free_bytes(device), override=override, host=1 << 30)
 
 
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], device: Device,
           what: str) -> None:
-    """:func:`spacr_accel_core.exact.tiled` with torch's out-of-memory test and ``device``'s cache.
+    """:func:`spacr_accel_core.tiling.tiled` with torch's out-of-memory test and ``device``'s cache.
 
     :param total: items to cover.
     :param tile: items per tile to start with (at least 1).
@@ -339,7 +345,7 @@ def float32_gemm_unit() -> float:
     forgets after it restores), no moment is missed.
     """
     unit = current_float32_gemm_unit()
-    saved = _STATE.saved
+    saved = _STATE.window.saved
     return unit if saved is None else max(unit, _unit_of(saved))
 
 
@@ -379,31 +385,21 @@ def ieee_float32() -> Iterator[None]:
     """
     import torch
 
-    state = _STATE
-    with state.lock:
-        if state.users == 0:
-            state.saved = state.ours = None
-            current = _precision_settings(torch)
-            if _unit_of(current) > IEEE_UNIT:
-                state.saved = current  # before setting: see float32_gemm_unit
-                try:
-                    # The legacy setter: it sets every backend to IEEE at once, so a reader in
-                    # another thread never meets a mix of the two APIs (torch raises on one).
-                    torch.set_float32_matmul_precision("highest")
-                except Exception:  # a release whose setter refuses: the call runs as configured
-                    state.saved = None
-                else:
-                    state.ours = _precision_settings(torch)
-        state.users += 1
-    try:
+    def save() -> dict[str, str] | None:
+        current = _precision_settings(torch)
+        return current if _unit_of(current) > IEEE_UNIT else None
+
+    def set_ieee(saved: dict[str, str]) -> dict[str, str]:
+        # The legacy setter: it sets every backend to IEEE at once, so a reader in another
+        # thread never meets a mix of the two APIs (torch raises on one).
+        torch.set_float32_matmul_precision("highest")
+        return _precision_settings(torch)
+
+    def restore(saved: dict[str, str], ours: dict[str, str] | None) -> None:
+        if _precision_settings(torch) == ours:
+            # Best effort: a setter that refuses leaves IEEE, the safe side.
+            with contextlib.suppress(Exception):
+                _apply(torch, saved)
+
+    with _STATE.window.hold(save, set_ieee, restore):
         yield
-    finally:
-        with state.lock:
-            state.users -= 1
-            if state.users == 0 and state.saved is not None and state.ours is not None:
-                if _precision_settings(torch) == state.ours:
-                    # Best effort: a setter that refuses leaves IEEE, the safe side.
-                    with contextlib.suppress(Exception):
-                        _apply(torch, state.saved)
-                state.ours = None
-                state.saved = None  # after restoring: see float32_gemm_unit

@@ -1,0 +1,97 @@
+"""How a device backend sizes its tiles: for third-party backend authors, beside :mod:`.exact`.
+
+WHY TILES. A card is often shared (another job, a notebook, a structure prediction), so a
+primitive cannot assume the memory it saw yesterday, nor even the memory it saw at its start. It
+sizes each pass from the room measured NOW (:func:`pass_budget`), works in tiles of that size (rows
+of a field, rows of a point set), and a tile that runs out of memory half-way through a plate is
+retried at half its size from where it stopped (:func:`tiled`), down to a floor; only then does
+the primitive give up with :class:`~spacr_accel_core.BackendOutOfMemory`, which the dispatcher
+reads as "try the next backend", never as "fail the plate".
+
+WHAT A BACKEND BRINGS. The free bytes of its device (or ``None`` on the host), its library's
+out-of-memory test (CuPy raises a ``MemoryError``, torch a ``RuntimeError`` with words) and its
+cache release: this module knows no vendor, needs nothing but the standard library and is cheap
+to import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from ._errors import BackendOutOfMemory, describe
+
+__all__ = ["HOST_PASS_BYTES", "pass_budget", "tiled"]
+
+HOST_PASS_BYTES: Final = 64 << 20
+"""One pass's working set on the host: big enough that per-operation overhead vanishes, small
+enough to stay near the caches and far from a laptop's memory ceiling."""
+
+
+def pass_budget(free: int | None, *, override: str | None, host: int,
+                fraction: float = 0.4, cap: int = 16 << 30) -> int:
+    """Bytes one pass of a primitive may use now: the room measured on a card, not assumed.
+
+    A shared card's free memory is the budget's basis (another job may hold most of it), taken
+    at ``fraction`` because the pass allocates more than its one big buffer; ``cap`` keeps a huge
+    card from getting passes so long that an out-of-memory retry throws away minutes of work.
+
+    :param free: free device bytes now, or ``None`` where that cannot be asked (the host).
+    :param override: an operator's byte count (a backend's ``SPACR_ACCEL_*_PASS_BYTES``), or ``None``.
+    :param host: the budget where ``free`` is unknown: cache-sized passes on a CPU.
+    :param fraction: the share of the free memory one pass may take.
+    :param cap: the most one pass may take.
+    """
+    if override:
+        try:
+            return max(1 << 16, int(override))
+        except ValueError:
+            pass  # an unreadable override is ignored rather than fatal to the call
+    if free is None:
+        return host
+    return int(max(1 << 20, min(cap, free * fraction)))
+
+
+def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *,
+          is_out_of_memory: Callable[[BaseException], bool], release: Callable[[], None],
+          label: str) -> None:
+    """Run ``step(start, stop)`` over ``range(total)`` in tiles, halving a tile that runs out of memory.
+
+    WHY. A card is often shared, so the room a primitive measured at its start may be gone half-way
+    through a plate. The retry resumes at the tile that failed, so work already done is kept: a
+    card another job fills costs a few smaller tiles, not the plate. Only at the floor does it give
+    up with :class:`~spacr_accel_core.BackendOutOfMemory`, which the dispatcher reads as "try the
+    next backend". Any error that is not out-of-memory propagates unchanged (a bug is not a busy
+    card).
+
+    :param total: items to cover.
+    :param tile: items per tile to start with (at least 1 is used).
+    :param floor: the smallest tile worth trying; a failure at or below it gives up.
+    :param step: does one tile; may raise anything.
+    :param is_out_of_memory: whether an exception ``step`` raised means "out of memory" (the
+        library's own class or words: CuPy raises a MemoryError, torch a RuntimeError).
+    :param release: hands cached blocks back to the driver; called before every retry, outside the
+        exception handler, so the failed tile's arrays (held by the traceback) are already gone.
+    :param label: who is running what, for the message, e.g. ``"cupy nearest_neighbours"``.
+    :raises BackendOutOfMemory: a tile of ``floor`` items (or fewer) still did not fit.
+    """
+    tile = max(1, tile)
+    floor = max(1, min(floor, tile))
+    start = 0
+    while start < total:
+        stop = min(total, start + tile)
+        try:
+            step(start, stop)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            reason = describe(exc)
+        else:
+            start = stop
+            continue
+        release()
+        if stop - start <= floor:
+            raise BackendOutOfMemory(
+                f"{label}: out of memory even for {stop - start} item(s) per pass (the floor): {reason}"
+            )
+        tile = max(floor, (stop - start) // 2)
