@@ -106,8 +106,8 @@ def test_clusters_beside_far_outliers_on_the_cpu_match_the_reference():
     tight[rng.choice(2000, 20, replace=False)] = rng.normal(0, 1e4, (20, 8))
     centres = rng.uniform(0, 1000, (50, 3))
     many = centres[rng.integers(0, 50, 3000)] + rng.normal(0, 1, (3000, 3))
-    for points in (tight, many):
-        points = points.astype(np.float32)
+    for drawn in (tight, many):
+        points = drawn.astype(np.float32)
         source, target = np.ascontiguousarray(points[::2]), np.ascontiguousarray(points[1::2])
         expected_index, expected_distance = reference_nearest(source, target)
         for host in (False, True):
