@@ -433,13 +433,13 @@ def _host_kdtree(device: Device, dims: int) -> _HostSearch | None:
 
     WHY. On a CPU the batched block search is an order of magnitude behind a compiled KD-tree,
     worst where clusters are tight or lie beside far outliers (boxes overlap, nothing is pruned):
-    measured on this project's 2-core machine, 100,000 x 100,000 points in 50 clusters (D=3) took
-    2.2-2.8 s against the KD-tree's 0.1 s, and a tight cluster beside far outliers (D=8,
-    30,000 x 30,000) 57 s against 0.7 s. Torch on a CPU only ever serves a call forced with
-    ``backend="torch"`` (automatic dispatch offers it only on a GPU), so such a call gets the
-    NumPy backend's answer, which is the contract's answer by definition, computed the fastest way
-    this machine has. On a GPU, and at widths where the NumPy backend itself uses a matrix product,
-    the torch search below runs.
+    measured side by side on this project's 2-core machine (``benchmarks/bench_ties.py``), 50
+    clusters of 100,000 points (D=3) took 39 times ``cKDTree``'s time and a tight cluster beside far
+    outliers (D=8, 30,000 points) 72 times; handed over, 1.4 and 1.7 times. Torch on a CPU only
+    ever serves a call forced with ``backend="torch"`` (automatic dispatch offers it only on a
+    GPU), so such a call gets the NumPy backend's answer, which is the contract's answer by
+    definition, computed the fastest way this machine has. On a GPU, and at widths where the NumPy
+    backend itself uses a matrix product, the torch search below runs.
 
     :param device: where the call runs; only a CPU that takes doubles is handed over.
     :param dims: coordinates per point.
