@@ -15,13 +15,16 @@ gives ``|t|^2 - 2 s.t`` in float32 (:func:`spacr_accel_core.exact.expansion_plan
 power of two, so float32 is safe at any magnitude), every target within a proven rounding bound of
 a row's best is a candidate, and the candidates are settled exactly on the card in float64
 (:func:`~spacr_accel_core.exact.exact_squared` and :func:`~spacr_accel_core.exact.pick_lowest` on
-CuPy arrays), lowest index among equals. Where float32 products are not IEEE (``CUPY_TF32=1``:
-inputs rounded to 10 bits) the search product runs in float64 instead, and the margin always uses
-the unit roundoff the product really has.
+CuPy arrays), lowest index among equals. Identical points are searched once (their lowest-indexed
+copy), and a pass whose rounding cannot tell its targets apart (more than a few dozen candidates a
+row: a tight cluster beside far outliers) is answered by the exact arithmetic against every target
+instead. Where float32 products are not IEEE (``CUPY_TF32=1``: inputs rounded to 10 bits) the
+search product runs in float64 instead, and the margin always uses the unit roundoff the product
+really has.
 
 Every loop is tiled from the memory free NOW, and a tile that runs out of memory is retried at
 half its size, down to a floor, before the primitive gives up with ``BackendOutOfMemory``
-(:func:`spacr_accel_core.exact.tiled`).
+(:func:`spacr_accel_core.tiling.tiled`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from spacr_accel_core.exact import EXACT_IN_FLOAT32, distances, exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.exact import (
+    EXACT_IN_FLOAT32,
+    distances,
+    distinct_rows,
+    exact_squared,
+    expansion_plan,
+    pick_lowest,
+)
 from spacr_accel_core.tiling import tiled as run_tiles
 
 from ._kit import Kit, ieee_unit, is_out_of_memory
@@ -46,7 +56,7 @@ _FLOOR_ROWS = 8
 
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], kit: Kit,
           what: str) -> None:
-    """:func:`spacr_accel_core.exact.tiled` with CuPy's out-of-memory test and ``kit``'s cache.
+    """:func:`spacr_accel_core.tiling.tiled` with CuPy's out-of-memory test and ``kit``'s cache.
 
     :param total: items to cover.
     :param tile: items per tile to start with.
@@ -154,14 +164,60 @@ def _gemm_plan(kit: Kit, work: np.dtype) -> tuple[np.dtype, float]:
     return work, max(ieee_unit(work), kit.gemm_unit(work))
 
 
+_CANDIDATES_PER_ROW = 32
+"""A pass nominating more than this many targets a row on average (plus :data:`_CANDIDATE_ALLOWANCE`)
+is answered by an exact brute force instead (:func:`_brute`): points the expansion's rounding
+cannot tell apart (a tight cluster beside far outliers: every cluster point a candidate of every
+cluster source) would otherwise make the verdict sort every pair of the pass."""
+_CANDIDATE_ALLOWANCE = 4096
+_BRUTE_BYTES_PER_PAIR = 8 * 3  # the float64 sums, one coordinate's squared differences, the tie mask
+
+
 def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact nearest neighbours: int64 indices and float32 distances equal to the NumPy backend's.
+
+    Identical targets are searched once, as their lowest-indexed copy, and identical sources once
+    (:func:`~spacr_accel_core.exact.distinct_rows`, one host sort): every copy is otherwise a tie the
+    verdict must settle, 30,000 x 30,000 equal distances for 30,000 copies of one centroid.
 
     :param kit: the library to run on.
     :param source: ``(N, D)`` float32, C-contiguous, finite, N >= 1.
     :param target: ``(M, D)`` float32, C-contiguous, finite, M >= 1.
     :param chunk: at most this many source rows per pass.
     """
+    targets = distinct_rows(target)
+    sources = distinct_rows(source)
+    if sources is not None:
+        source = np.ascontiguousarray(source[sources[0]])
+    if targets is None:
+        index, squared = _search(kit, source, target, chunk)
+    else:
+        found, squared = _search(kit, source, np.ascontiguousarray(target[targets[0]]), chunk)
+        index = targets[0][found]
+    if sources is not None:
+        index, squared = index[sources[1]], squared[sources[1]]
+    return index, distances(squared)
+
+
+def _brute(kit: Kit, s_dev: Any, t_dev: Any, start: int, stop: int, index: Any, best: Any) -> None:
+    """Rows ``start:stop`` by the contract's arithmetic against every target, on the card, in
+    sub-passes the budget holds: the smallest exact sum, then the lowest index among equals."""
+    xp = kit.xp
+    m = t_dev.shape[0]
+    rows = max(1, kit.budget() // (m * _BRUTE_BYTES_PER_PAIR))
+    columns = xp.arange(m, dtype=xp.int64)
+    for lo in range(start, stop, rows):
+        hi = min(stop, lo + rows)
+        exact = exact_squared(s_dev[lo:hi, None, :], t_dev[None, :, :])
+        least = exact.min(axis=1)
+        # The lowest column among the equal minima, by an integer minimum (no reliance on which
+        # of several equal values a library's argmin reports).
+        index[lo:hi] = xp.where(exact == least[:, None], columns[None, :], m).min(axis=1)
+        best[lo:hi] = least
+
+
+def _search(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, exact float64 squared distances)`` on the host, for distinct-or-not points."""
     xp = kit.xp
     n, m = source.shape[0], target.shape[0]
     work, unit = _gemm_plan(kit, _F32)
@@ -176,13 +232,18 @@ def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tup
     def step(start: int, stop: int) -> None:
         approx = xp.matmul(left_dev[start:stop], right_dev)
         threshold = approx.min(axis=1) + margin_dev[start:stop]
-        local, cols = xp.nonzero(approx <= threshold[:, None])
+        nominated = approx <= threshold[:, None]
         del approx
+        if int(xp.count_nonzero(nominated)) > _CANDIDATES_PER_ROW * (stop - start) + _CANDIDATE_ALLOWANCE:
+            del nominated
+            _brute(kit, s_dev, t_dev, start, stop, index, best)
+            return
+        local, cols = xp.nonzero(nominated)
+        del nominated
         cols = cols.astype(xp.int64)
         # The verdict, on the card: the contract's float64 arithmetic, then its tie rule.
         exact = exact_squared(s_dev, t_dev, start + local, cols)
         index[start:stop], best[start:stop] = pick_lowest(local, cols, exact, stop - start, xp=xp)
 
     tiled(n, rows, 1, step, kit, "nearest_neighbours")
-    squared = kit.to_host(best)
-    return np.asarray(kit.to_host(index), dtype=np.int64), distances(squared)
+    return np.asarray(kit.to_host(index), dtype=np.int64), np.asarray(kit.to_host(best), dtype=np.float64)
