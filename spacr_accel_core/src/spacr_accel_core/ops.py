@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ._discovery import NARROW_FIELDS
 from ._errors import describe
 from ._registry import REGISTRY
 
@@ -190,9 +191,12 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
         # monotonic, so the float32 of the maximum is the maximum of the float32 field.
         REGISTRY.record_core("maximum_filter")
         return np.full(array.shape, np.float32(array.max()), dtype=_F32) + _ZERO
+    # A camera field (uint8/int8/uint16/int16) goes on in its own dtype: the registry casts it to
+    # float32 for each plugin that did not declare it takes it (SPACR_ACCEL_FIELD_DTYPES).
+    data = array if array.dtype in NARROW_FIELDS else array.astype(_F32, copy=False)
     result: np.ndarray = REGISTRY.dispatch(
         "maximum_filter",
-        (_read_only(array.astype(_F32, copy=False)), window),
+        (_read_only(data), window),
         gpu=use_gpu,
         backend=backend,
         check=_check_array,
