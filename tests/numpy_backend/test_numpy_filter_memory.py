@@ -89,7 +89,7 @@ def test_scratch_beyond_the_cap_is_not_kept():
     kept = []
 
     def call():
-        window_maximum(field[:64, :64], 5)  # a small call: scratch kept
+        window_maximum(field[:300, :400], 5)  # stripe buffers of ~0.5 MB: kept
         window_maximum(field, 2001)  # needs far more than the cap
         kept.append(sum(b.nbytes for b in getattr(_filter._scratch, "buffers", ())))
 
