@@ -194,6 +194,18 @@ def test_matmul_matches_numpy(dtype: type, shapes: tuple[tuple[int, ...], tuple[
     assert np.allclose(got, expected, rtol=1e-5, atol=1e-4)
 
 
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), thin_rows=st.booleans())
+def test_thin_fields_under_wide_windows_cap_each_axis(data: st.DataObject, thin_rows: bool) -> None:
+    """A window far wider than the short axis (each axis capped by its own length): bit for bit."""
+    short, long = data.draw(st.integers(1, 3)), data.draw(st.integers(2, 40))
+    shape = (short, long) if thin_rows else (long, short)
+    field = data.draw(hnp.arrays(np.float32, shape, elements=st.floats(-1e6, 1e6, width=32)))
+    size = data.draw(st.integers(1, long + 1).map(lambda k: 2 * k + 1))
+    got = _ops.maximum_filter(KIT, field, size) + np.float32(0)
+    assert np.array_equal(got, reference_maximum_filter(field, size))
+
+
 def test_filter_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes: list[int] = []
     filter_tile = _ops._filter_tile

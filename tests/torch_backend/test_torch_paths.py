@@ -293,6 +293,38 @@ def test_the_gpu_filter_algorithm_equals_the_reference(field: np.ndarray, size: 
 
 
 @settings(max_examples=40, deadline=None)
+@given(data=st.data(), thin_rows=st.booleans())
+def test_thin_fields_under_wide_windows_cap_each_axis(data: st.DataObject, thin_rows: bool) -> None:
+    """A window far wider than the short axis: each axis's radius capped by its own length, on the
+    CPU stripes and on the GPU's max-pool tiles (run here on the CPU device), bit for bit."""
+    short, long = data.draw(st.integers(1, 3)), data.draw(st.integers(2, 40))
+    shape = (short, long) if thin_rows else (long, short)
+    field = data.draw(hnp.arrays(np.float32, shape, elements=st.floats(-1e6, 1e6, width=32)))
+    size = data.draw(st.integers(1, long + 1).map(lambda k: 2 * k + 1))
+    expected = reference_maximum_filter(field, size)
+    assert np.array_equal(_ops._filter_in_stripes(field, size, CPU) + np.float32(0), expected)
+    assert np.array_equal(_ops._filter_in_tiles(field, size, CPU) + np.float32(0), expected)
+
+
+def test_a_thin_field_pads_only_its_own_length() -> None:
+    """(1, 70000) with size 1001: the one row is not padded to 1001 rows (284 MB at full radius)."""
+    field = np.random.default_rng(2).standard_normal((1, 70000)).astype(np.float32)
+    seen: list[tuple[int, int]] = []
+    stripe = _ops._cpu_stripe
+
+    def recording(*args: object) -> None:
+        seen.append(args[4])  # type: ignore[arg-type]  # the (rows, columns) window edges
+        stripe(*args)  # type: ignore[arg-type]  # forwarded as received
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_ops, "_cpu_stripe", recording)
+        got = _ops._filter_in_stripes(field, 1001, CPU)
+    assert seen == [(1, 1001)]
+    expected = np.lib.stride_tricks.sliding_window_view(np.pad(field[0], 500, mode="edge"), 1001).max(axis=1)
+    assert np.array_equal(got[0], expected)
+
+
+@settings(max_examples=40, deadline=None)
 @given(field=fields(), size=st.sampled_from([3, 7, 15, 41]))
 def test_the_cpu_filter_algorithm_equals_the_reference(field: np.ndarray, size: int) -> None:
     assert np.array_equal(_ops._filter_in_stripes(field, size, CPU), reference_maximum_filter(field, size),

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+import numpy as np
 import pluggy
 
 from ._errors import describe
@@ -54,6 +55,17 @@ FLOOR_MODULE: Final = SHIPPED["numpy"][1]
 DECLARATION: Final = "SPACR_ACCEL_BACKEND"
 """The attribute on a plugin that declares, without a call, its name, priority and ``accelerated``."""
 
+FIELD_DTYPES_DECLARATION: Final = "SPACR_ACCEL_FIELD_DTYPES"
+"""The attribute on a plugin naming the integer field dtypes its ``maximum_filter`` takes as they are."""
+
+NARROW_FIELDS: Final = frozenset(np.dtype(name) for name in ("uint8", "int8", "uint16", "int16"))
+"""The field dtypes the core may pass to ``maximum_filter`` unconverted: camera dtypes, every value
+exact in float32 and the cast order-preserving, so a window maximum commutes with the cast and a
+plugin may filter in the narrow type (a half or a quarter of the bytes) and cast once. Every other
+field, and every field for a plugin that does not name its dtype, arrives as float32."""
+
+_F32: Final = np.dtype(np.float32)
+
 ENV_DISABLE: Final = "SPACR_ACCEL_DISABLE"
 IN_PROCESS: Final = "(in-process)"
 
@@ -67,6 +79,8 @@ class Plugin:
     :param describer: its ``spacr_accel_backend_info`` implementation, if it has one.
     :param asked: whether it has been asked if it can run here now (or need not be).
     :param floor: the shipped NumPy backend: tried last whatever its priority, never quarantined.
+    :param field_dtypes: the :data:`NARROW_FIELDS` its ``maximum_filter`` declared it takes as they
+        are (``SPACR_ACCEL_FIELD_DTYPES``); any other field is cast to float32 for it.
     """
 
     name: str
@@ -80,6 +94,7 @@ class Plugin:
     describer: Callable[[], Any] | None = None
     asked: bool = True
     floor: bool = False
+    field_dtypes: frozenset[np.dtype[Any]] = frozenset()
 
     @property
     def loaded(self) -> bool:
@@ -111,6 +126,30 @@ def malformed_info(info: object) -> tuple[BackendInfo | None, str | None]:
     if not isinstance(fields["accelerated"], bool) or not isinstance(fields["usable"], bool):
         return None, "has accelerated/usable flags that are not bools"
     return replace(info, priority=value, note=str(info.note), name=str(info.name)), None
+
+
+def declared_field_dtypes(value: object) -> tuple[frozenset[np.dtype[Any]], str | None]:
+    """A plugin's ``SPACR_ACCEL_FIELD_DTYPES`` as dtypes, or what is wrong with it.
+
+    A tuple (or list, set) of dtype names from :data:`NARROW_FIELDS`; ``"float32"`` may be named and
+    changes nothing (every plugin takes float32). A name outside the set is refused rather than
+    dropped: a plugin declaring ``"float64"`` expects input the core never sends, and would learn so
+    only from wrong answers.
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, set, frozenset)):
+        return frozenset(), f"is {_short(value)}, not a tuple of dtype names"
+    accepted = set()
+    for name in value:
+        try:
+            dtype = np.dtype(name) if isinstance(name, str) else None
+        except TypeError:
+            dtype = None
+        if dtype is None or (dtype not in NARROW_FIELDS and dtype != _F32):
+            allowed = ", ".join(sorted(map(str, NARROW_FIELDS)))
+            return frozenset(), f"names {_short(name)}; the core passes as they are only {allowed}"
+        if dtype != _F32:
+            accepted.add(dtype)
+    return frozenset(accepted), None
 
 
 def _short(value: object) -> str:
@@ -224,6 +263,29 @@ def by_position(function: Callable[..., Any], argnames: tuple[str, ...], spec: t
     return adapted
 
 
+def casting_fields(function: Callable[..., Any], accepted: frozenset[np.dtype[Any]]) -> Callable[..., Any]:
+    """``function`` (a spec-order ``maximum_filter`` call) handed every field it can take.
+
+    The core passes a camera field (:data:`NARROW_FIELDS`) unconverted; a plugin that did not name
+    that dtype in ``SPACR_ACCEL_FIELD_DTYPES`` (every plugin written when the hook took float32
+    only) gets the float32 cast instead, made here, per plugin, once per call. A plugin that takes
+    every narrow dtype (the NumPy floor) is called as it is, with no wrapper.
+
+    :param accepted: the narrow dtypes the plugin declared.
+    """
+    if accepted >= NARROW_FIELDS:
+        return function
+    takes = frozenset({_F32, *accepted})
+
+    def cast(field: np.ndarray, size: int) -> Any:
+        if field.dtype not in takes:  # a camera field it did not declare: the float32 it expects
+            field = field.astype(_F32)
+            field.setflags(write=False)  # as read-only as every other input a plugin gets
+        return function(field, size)
+
+    return cast
+
+
 def by_name(function: Callable[..., Any], argnames: tuple[str, ...]) -> Callable[..., Any]:
     """``function`` callable with keyword arguments, receiving only those it declares (pluggy's rule)."""
 
@@ -265,6 +327,12 @@ def load(manager: pluggy.PluginManager, plugin: Plugin) -> Plugin:
                               for h in getattr(manager.hook, f"spacr_accel_{op}").get_hookimpls()))
     describer = hooks[plugin.name].function if plugin.name in hooks else None
     plugin = replace(plugin, operations=operations, describer=describer, floor=_is_floor(plugin))
+    field_dtypes = getattr(plugin.obj, FIELD_DTYPES_DECLARATION, None)
+    if field_dtypes is not None:
+        accepted, problem = declared_field_dtypes(field_dtypes)
+        if problem is not None:
+            return _refuse(manager, plugin, f"{FIELD_DTYPES_DECLARATION} {problem}")
+        plugin = replace(plugin, field_dtypes=accepted)
     declared = getattr(plugin.obj, DECLARATION, None)
     if declared is not None:
         info, problem = malformed_info(declared)

@@ -83,9 +83,15 @@ def spacr_accel_empty_cache(torch: ModuleType | None, found: Accelerator) -> str
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:  # type: ignore[empty-body]  # a specification has no body
     """The maximum of every ``size`` x ``size`` window, edges repeating the border pixel.
 
-    :param field: a non-empty 2-D float32 array (may be non-contiguous; never modify it).
+    :param field: a non-empty 2-D float32 array (may be non-contiguous; never modify it). A plugin
+        whose module declares ``SPACR_ACCEL_FIELD_DTYPES`` (a tuple of names from ``"uint8"``,
+        ``"int8"``, ``"uint16"``, ``"int16"``) also receives fields of those dtypes unconverted, so
+        it can filter a camera field in its own type (a half or a quarter of the bytes) and cast
+        once; every other field, and every field for a plugin without the declaration, arrives as
+        float32. The answer must equal the filter of ``field.astype(float32)`` bit for bit.
     :param size: an odd window edge, at least 3.
-    :returns: a new float32 array of ``field.shape``; a window holding a NaN yields NaN.
+    :returns: a new float32 array of ``field.shape`` (whatever the field's dtype); a window
+        holding a NaN yields NaN.
     """
 
 

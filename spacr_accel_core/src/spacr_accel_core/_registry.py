@@ -38,6 +38,7 @@ from ._discovery import (
     Plugin,
     by_name,
     by_position,
+    casting_fields,
     entry_point_plugins,
     judge,
     load,
@@ -216,7 +217,10 @@ class Registry:
         calls: dict[str, dict[str, Callable[..., Any]]] = {op: {} for op in OPERATIONS}
         for op in OPERATIONS:
             for hookimpl in getattr(manager.hook, f"spacr_accel_{op}").get_hookimpls():
-                calls[op][hookimpl.plugin_name] = by_position(hookimpl.function, hookimpl.argnames, SPEC_ARGS[op])
+                call = by_position(hookimpl.function, hookimpl.argnames, SPEC_ARGS[op])
+                if op == "maximum_filter":  # camera fields reach only the plugins that declared them
+                    call = casting_fields(call, plugins[hookimpl.plugin_name].field_dtypes)
+                calls[op][hookimpl.plugin_name] = call
         if restriction is not None:
             unknown = [n for n in restriction if n not in plugins]
             if unknown:

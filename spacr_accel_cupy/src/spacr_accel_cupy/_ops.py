@@ -73,7 +73,7 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], k
 # ---- maximum_filter ------------------------------------------------------------------------------
 
 
-def _filter_tile(kit: Kit, tile: Any, size: int) -> Any:
+def _filter_tile(kit: Kit, tile: Any, size: int | tuple[int, int]) -> Any:
     xp, ndimage = kit.xp, kit.ndimage
     nan = xp.isnan(tile)
     if not bool(nan.any()):
@@ -93,13 +93,17 @@ def maximum_filter(kit: Kit, field: np.ndarray, size: int) -> np.ndarray:
     """
     source = np.ascontiguousarray(field, dtype=_F32)
     height, width = source.shape
-    radius = size // 2
+    # Each axis's window capped by that axis's own length: past a radius of n - 1 it already holds
+    # the whole axis from anywhere (border repeated), so the answer is the same and a thin field
+    # under a huge window neither shrinks its tiles to the halo nor scans the window's width.
+    radius = min(size // 2, height - 1)
+    sizes = (2 * radius + 1, 2 * min(size // 2, width - 1) + 1)
     out = np.empty((height, width), dtype=_F32)
-    rows = max(1, kit.budget() // (_FILTER_BYTES_PER_PIXEL * width) - (size - 1))
+    rows = max(1, kit.budget() // (_FILTER_BYTES_PER_PIXEL * width) - (sizes[0] - 1))
 
     def step(start: int, stop: int) -> None:
         lo, hi = max(0, start - radius), min(height, stop + radius)
-        filtered = _filter_tile(kit, kit.to_device(source[lo:hi]), size)
+        filtered = _filter_tile(kit, kit.to_device(source[lo:hi]), sizes)
         out[start:stop] = kit.to_host(filtered[start - lo:stop - lo])
 
     tiled(height, rows, _FLOOR_ROWS, step, kit, "maximum_filter")

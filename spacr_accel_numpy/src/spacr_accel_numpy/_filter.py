@@ -74,34 +74,79 @@ def _running_max(
         src, dst = dst, src
 
 
-def _stripes(field: np.ndarray, out: np.ndarray, size: int, stripe: int, first: int, step: int) -> None:
+_KEEP_BYTES = 32 << 20
+"""Scratch a thread keeps between calls: enough for every stripe of a 4096-wide field with windows
+into the hundreds (four buffers of ~1.5 MiB at size 15); a call that needs more allocates it for
+itself and lets it go, so a rare huge window does not pin its buffers for the thread's life."""
+
+_FRESH_BYTES = 1 << 17
+"""Below glibc's fixed mmap threshold (128 KiB) a buffer comes from the heap, cheaply, whatever
+``MALLOC_TRIM_THRESHOLD_`` says: small fields allocate afresh (carving views from kept scratch
+costs more there: 48 against 41 us for a 16 x 16 field)."""
+
+_scratch = threading.local()
+"""Per thread: ``buffers``, a list of flat uint8 arrays reused as the stripes' scratch."""
+
+
+def _scratch_arrays(shapes: tuple[tuple[int, int], ...], dtype: np.dtype) -> list[np.ndarray]:
+    """Arrays of ``shapes`` and ``dtype`` carved from this thread's reusable scratch.
+
+    WHY REUSE: allocating the four stripe buffers on every call costs more than the arithmetic when
+    the allocator hands them back to the system after each call: under ``MALLOC_TRIM_THRESHOLD_=65536``
+    (what a Dask Nanny sets in its workers) every call re-faulted fresh pages, and the 1024 x 1024
+    filter ran ~3x slower (see docs/dask.md). Kept per thread, so threads never share a buffer; grown
+    as needed; not kept beyond :data:`_KEEP_BYTES` in all.
+    """
+    sizes = [rows * cols * dtype.itemsize for rows, cols in shapes]
+    if max(sizes) < _FRESH_BYTES or sum(sizes) > _KEEP_BYTES:
+        return [np.empty(shape, dtype=dtype) for shape in shapes]
+    buffers: list[np.ndarray] = list(getattr(_scratch, "buffers", ()))
+    buffers += [np.empty(0, dtype=np.uint8)] * (len(sizes) - len(buffers))
+    if any(buffer.size < n for buffer, n in zip(buffers, sizes, strict=False)):
+        buffers = [buffer if buffer.size >= n else np.empty(n, dtype=np.uint8)
+                   for buffer, n in zip(buffers, sizes, strict=False)]
+        if sum(buffer.size for buffer in buffers) > _KEEP_BYTES:  # grown in turn by different calls
+            buffers = [np.empty(n, dtype=np.uint8) for n in sizes]
+        _scratch.buffers = buffers
+    return [buffer[:n].view(dtype).reshape(shape) for buffer, n, shape in zip(buffers, sizes, shapes, strict=False)]
+
+
+def _stripes(field: np.ndarray, out: np.ndarray, radii: tuple[int, int], stripe: int, first: int,
+             step: int) -> None:
     """Filter stripes ``first, first + step, ...`` of ``stripe`` rows each into ``out``.
 
-    The scratch buffers are allocated once per worker and reused for every stripe: allocating
-    them per stripe costs more than the arithmetic (freed and re-faulted pages on every call).
+    :param radii: the window's half-edge along rows (vertical) and columns (horizontal), each
+        capped by its own axis: past ``n - 1`` a window already holds every pixel of that axis
+        from anywhere, the border repeated, so a wider one changes nothing but the padding
+        (a ``(1, 70000)`` field with size 1001 would otherwise pad its single row to 1001 rows).
+        A radius of 0 makes that pass a copy.
     """
     height, width = field.shape
-    radius = size // 2
-    rows = stripe + 2 * radius
-    padded = np.empty((rows, width + 2 * radius), dtype=field.dtype)
-    spare = np.empty_like(padded)
-    vertical = np.empty((rows, width), dtype=field.dtype)
-    spare_vertical = np.empty_like(vertical)
+    down, across = radii
+    rows = stripe + 2 * down
+    padded, spare, vertical, spare_vertical = _scratch_arrays(
+        ((rows, width + 2 * across),) * 2 + ((rows, width),) * 2, field.dtype)
     for start in range(first * stripe, height, step * stripe):
         stop = min(height, start + stripe)
-        lo, hi = max(0, start - radius), min(height, stop + radius)
-        top = lo - (start - radius)  # rows of edge repetition above the field
+        lo, hi = max(0, start - down), min(height, stop + down)
+        top = lo - (start - down)  # rows of edge repetition above the field
         count = hi - lo
         # Horizontal pass over the rows this stripe needs, written straight into the vertical buffer.
-        padded[:count, radius:radius + width] = field[lo:hi]
-        padded[:count, :radius] = field[lo:hi, :1]
-        padded[:count, radius + width:] = field[lo:hi, width - 1:]
-        _running_max(padded[:count], spare[:count], width + 2 * radius, size, 1,
-                     vertical[top:top + count])
+        if across:
+            padded[:count, across:across + width] = field[lo:hi]
+            padded[:count, :across] = field[lo:hi, :1]
+            padded[:count, across + width:] = field[lo:hi, width - 1:]
+            _running_max(padded[:count], spare[:count], width + 2 * across, 2 * across + 1, 1,
+                         vertical[top:top + count])
+        else:
+            vertical[top:top + count] = field[lo:hi]
         vertical[:top] = vertical[top]
-        span = stop - start + 2 * radius
+        span = stop - start + 2 * down
         vertical[top + count:span] = vertical[top + count - 1]
-        _running_max(vertical[:span], spare_vertical[:span], span, size, 0, out[start:stop])
+        if down:
+            _running_max(vertical[:span], spare_vertical[:span], span, 2 * down + 1, 0, out[start:stop])
+        else:
+            out[start:stop] = vertical[:span]
 
 
 NARROW = frozenset(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16))
@@ -116,20 +161,23 @@ def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
     :param field: non-empty 2-D float32, or one of the :data:`NARROW` integer dtypes, which are
         filtered in their own dtype and cast once, by the last pass writing float32 (bit-identical
         to filtering ``field.astype(float32)``: the cast is exact and monotone).
-    :param size: odd window edge, at least 3.
+    :param size: odd window edge, at least 3 (any width: each axis's pass is capped by that axis's
+        own length, so a window far wider than a thin field costs the field, not the window).
     :returns: a new float32 array of the field's shape.
     """
     if field.dtype != np.float32 and field.dtype not in NARROW:
         field = field.astype(np.float32)
     height, width = field.shape
     out = np.empty((height, width), dtype=np.float32)
-    stripe = min(height, max(size, _STRIPE_BYTES // (field.dtype.itemsize * (width + size))))
+    radii = (min(size // 2, height - 1), min(size // 2, width - 1))  # each axis capped by its own length
+    stripe = min(height, max(2 * radii[0] + 1,
+                             _STRIPE_BYTES // (field.dtype.itemsize * (width + 2 * radii[1] + 1))))
     count = -(-height // stripe)
     workers = 1 if height * width < _MIN_THREADED_PIXELS else min(count, _WORKERS)
     if workers == 1:
-        _stripes(field, out, size, stripe, 0, 1)
+        _stripes(field, out, radii, stripe, 0, 1)
         return out
-    futures = [_executor().submit(_stripes, field, out, size, stripe, first, workers)
+    futures = [_executor().submit(_stripes, field, out, radii, stripe, first, workers)
                for first in range(workers)]
     for future in futures:
         future.result()

@@ -19,6 +19,10 @@ _F32 = np.dtype(np.float32)
 SPACR_ACCEL_BACKEND = BackendInfo(name="numpy", priority=PRIORITY, accelerated=False)
 """What this plugin is, read by the core without a call."""
 
+SPACR_ACCEL_FIELD_DTYPES = ("uint8", "int8", "uint16", "int16")
+"""Camera fields the filter takes in their own dtype (:data:`._filter.NARROW`): the core passes
+them unconverted instead of casting them to float32 first."""
+
 
 @hookimpl
 def spacr_accel_backend_info() -> BackendInfo:

@@ -57,6 +57,9 @@ def _running_max(buffer: torch.Tensor, spare: torch.Tensor, length: int, size: i
     """
     import torch
 
+    if size == 1:  # a window of one entry along this axis (its radius capped at 0): a copy
+        out.copy_(buffer.narrow(dim, 0, length))
+        return
     src, dst = buffer, spare
     width = 1
     while True:
@@ -71,43 +74,60 @@ def _running_max(buffer: torch.Tensor, spare: torch.Tensor, length: int, size: i
         src, dst = dst, src
 
 
-def _cpu_stripe(field: torch.Tensor, out: torch.Tensor, start: int, stop: int, size: int) -> None:
-    """Rows ``start:stop`` of the filtered field, from the rows they see (edges repeated)."""
+def _capped(size: int, shape: tuple[int, ...]) -> tuple[int, int]:
+    """The window edge along rows and along columns, each capped by that axis's own length.
+
+    Past a radius of ``n - 1`` a window already holds every pixel of its axis from anywhere (the
+    border repeated), so a wider one changes only the padding: a ``(1, 70000)`` field with size
+    1001 would otherwise pad its one row to 1001 rows. The answer is the same bit for bit.
+    """
+    radius = size // 2
+    return 2 * min(radius, shape[0] - 1) + 1, 2 * min(radius, shape[1] - 1) + 1
+
+
+def _cpu_stripe(field: torch.Tensor, out: torch.Tensor, start: int, stop: int, sizes: tuple[int, int]) -> None:
+    """Rows ``start:stop`` of the filtered field, from the rows they see (edges repeated).
+
+    :param sizes: the window edge along rows and columns (:func:`_capped`).
+    """
     import torch
 
     height, width = field.shape
-    radius = size // 2
-    lo, hi = max(0, start - radius), min(height, stop + radius)
-    top = lo - (start - radius)  # rows of edge repetition above the field
-    rows = stop - start + 2 * radius
-    padded = torch.empty((hi - lo, width + 2 * radius), dtype=torch.float32)
-    padded[:, radius:radius + width] = field[lo:hi]
-    padded[:, :radius] = field[lo:hi, :1]
-    padded[:, radius + width:] = field[lo:hi, width - 1:]
+    down, across = sizes[0] // 2, sizes[1] // 2
+    lo, hi = max(0, start - down), min(height, stop + down)
+    top = lo - (start - down)  # rows of edge repetition above the field
+    rows = stop - start + 2 * down
+    padded = torch.empty((hi - lo, width + 2 * across), dtype=torch.float32)
+    padded[:, across:across + width] = field[lo:hi]
+    padded[:, :across] = field[lo:hi, :1]
+    padded[:, across + width:] = field[lo:hi, width - 1:]
     vertical = torch.empty((rows, width), dtype=torch.float32)
-    _running_max(padded, torch.empty_like(padded), width + 2 * radius, size, 1,
+    _running_max(padded, torch.empty_like(padded), width + 2 * across, sizes[1], 1,
                  vertical[top:top + hi - lo])
     vertical[:top] = vertical[top]
     vertical[top + hi - lo:] = vertical[top + hi - lo - 1]
-    _running_max(vertical, torch.empty_like(vertical), rows, size, 0, out[start:stop])
+    _running_max(vertical, torch.empty_like(vertical), rows, sizes[0], 0, out[start:stop])
 
 
-def _pool(tile: torch.Tensor, size: int) -> torch.Tensor:
-    """The separable window maximum of a 2-D tile, windows clipped at the tile's edges."""
+def _pool(tile: torch.Tensor, size: int | tuple[int, int]) -> torch.Tensor:
+    """The separable window maximum of a 2-D tile, windows clipped at the tile's edges.
+
+    :param size: the window edge, or its edges along rows and columns (:func:`_capped`).
+    """
     from torch.nn import functional
 
-    radius = size // 2
-    wide = functional.max_pool2d(tile[None, None], (1, size), stride=1, padding=(0, radius))
-    return functional.max_pool2d(wide, (size, 1), stride=1, padding=(radius, 0))[0, 0]
+    down, across = (size, size) if isinstance(size, int) else size
+    wide = functional.max_pool2d(tile[None, None], (1, across), stride=1, padding=(0, across // 2))
+    return functional.max_pool2d(wide, (down, 1), stride=1, padding=(down // 2, 0))[0, 0]
 
 
-def _device_tile(field: np.ndarray, out: np.ndarray, start: int, stop: int, size: int,
+def _device_tile(field: np.ndarray, out: np.ndarray, start: int, stop: int, size: tuple[int, int],
                  device: Device) -> None:
     """Rows ``start:stop`` of the filtered field, computed on ``device`` from the rows they see."""
     import torch
 
     height = field.shape[0]
-    radius = size // 2
+    radius = size[0] // 2
     lo, hi = max(0, start - radius), min(height, stop + radius)
     tile = tensor(field[lo:hi], device.torch)
     result = _pool(tile, size)
@@ -128,10 +148,11 @@ def _filter_in_stripes(field: np.ndarray, size: int, device: Device) -> np.ndarr
     out = np.empty((height, width), dtype=_F32)
     host_field = tensor(field)  # shared, unless the caller's array is read-only
     host_out = torch.from_numpy(out)
-    stripe = max(size, _CPU_STRIPE_BYTES // (4 * 3 * (width + size)))
+    sizes = _capped(size, field.shape)
+    stripe = max(sizes[0], _CPU_STRIPE_BYTES // (4 * 3 * (width + sizes[1])))
 
     def step(start: int, stop: int) -> None:
-        _cpu_stripe(host_field, host_out, start, stop, size)
+        _cpu_stripe(host_field, host_out, start, stop, sizes)
 
     tiled(height, stripe, 1, step, device, "maximum_filter")
     return out
@@ -141,10 +162,11 @@ def _filter_in_tiles(field: np.ndarray, size: int, device: Device) -> np.ndarray
     """The GPU algorithm: two max-pool kernels per tile of rows, tiles sized from free memory."""
     height, width = field.shape
     out = np.empty((height, width), dtype=_F32)
-    rows = max(1, budget(device) // (_GPU_BYTES_PER_PIXEL * width) - (size - 1))
+    sizes = _capped(size, field.shape)
+    rows = max(1, budget(device) // (_GPU_BYTES_PER_PIXEL * width) - (sizes[0] - 1))
 
     def step(start: int, stop: int) -> None:
-        _device_tile(field, out, start, stop, size, device)
+        _device_tile(field, out, start, stop, sizes, device)
 
     tiled(height, rows, _FLOOR_ROWS, step, device, "maximum_filter")
     return out

@@ -40,6 +40,11 @@ is usable still wins, and on the CPU this is the faster exact filter (see the RE
 SPACR_ACCEL_BACKEND: Final = BackendInfo(name=NAME, priority=PRIORITY, accelerated=False)
 """What this plugin is, declared statically so the registry ranks it without importing OpenCV."""
 
+SPACR_ACCEL_FIELD_DTYPES: Final = ("uint8", "uint16", "int16")
+"""Camera fields ``cv2.dilate`` filters in their own type (OpenCV's 8U, 16U and 16S images), so the
+core passes them unconverted and the result is cast to float32 once. ``int8`` is absent because
+``cv2.dilate`` refuses 8S images: the core casts such a field to float32 for this plugin."""
+
 
 @functools.cache
 def _opencv() -> ModuleType:
@@ -74,10 +79,12 @@ def _kernel(rows: int, cols: int) -> np.ndarray:
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     """The windowed maximum by ``cv2.dilate``; declines a field holding a NaN.
 
-    :param field: non-empty 2-D float32, possibly non-contiguous and read-only (never written).
+    :param field: non-empty 2-D float32, or uint8/uint16/int16 as declared in
+        :data:`SPACR_ACCEL_FIELD_DTYPES`; possibly non-contiguous and read-only (never written).
     :param size: the odd window edge, at least 3.
     """
-    if np.isnan(field.max()):  # max propagates NaN: one pass, no temporary mask
+    narrow = field.dtype != np.float32  # an integer camera field: it holds no NaN
+    if not narrow and np.isnan(field.max()):  # max propagates NaN: one pass, no temporary mask
         raise BackendDeclined("the field holds a NaN, and cv2.dilate's NaN handling is not the contract's")
     try:
         cv2 = _opencv()
@@ -88,4 +95,5 @@ def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     # repeated; capping each axis separately keeps the kernel small for a long thin field.
     kernel = _kernel(min(size, 2 * rows - 1), min(size, 2 * cols - 1))
     result: np.ndarray = cv2.dilate(np.ascontiguousarray(field), kernel, borderType=cv2.BORDER_REPLICATE)
-    return result
+    # The maximum commutes with the exact, order-preserving cast: dilate in the camera's type, cast once.
+    return result.astype(np.float32) if narrow else result

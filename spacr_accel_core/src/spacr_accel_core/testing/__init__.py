@@ -134,7 +134,10 @@ def reference_matmul(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray,
 
 # ---- strategies ------------------------------------------------------------------------------
 
-_FIELD_DTYPES = st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.bool_])
+_FIELD_DTYPES = st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.uint16, np.int8, np.bool_])
+_CAMERA_DTYPES = (np.uint8, np.int8, np.uint16, np.int16)
+"""The field dtypes a plugin may take unconverted (``SPACR_ACCEL_FIELD_DTYPES``); each is checked
+bit for bit against the filter of its float32 cast, whether the plugin declared it or not."""
 
 
 @st.composite
@@ -417,6 +420,25 @@ class BackendConformance:
             got = self._forced("maximum_filter", ops.maximum_filter, field, size,
                                core_may_answer=_core_filters(shape, size))
             assert_same_field(got, reference_maximum_filter(field, size))
+
+    def test_maximum_filter_camera_dtypes_bit_identical(self) -> None:
+        """Every camera dtype across its whole range, extremes at the edges and in plateaus: the
+        float32 filter of the cast, bit for bit, whether the plugin took the field as it is
+        (``SPACR_ACCEL_FIELD_DTYPES``) or the core cast it first. The input is left untouched."""
+        rng = np.random.default_rng(17)
+        for dtype in _CAMERA_DTYPES:
+            info = np.iinfo(dtype)
+            for shape, size in (((37, 53), 3), ((64, 48), 7), ((3, 200), 9), ((120, 2), 5)):
+                field = rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)
+                field[0, :] = info.max
+                field[-1, -1] = info.min
+                field[shape[0] // 2, :] = info.min  # a row of the minimum: plateaus of ties
+                for view in (field, field[::-1].T):  # contiguous, and a non-contiguous view
+                    before = view.copy()
+                    got = self._forced("maximum_filter", ops.maximum_filter, view, size,
+                                       core_may_answer=_core_filters(view.shape, size))
+                    assert_same_field(got, reference_maximum_filter(view.astype(np.float32), size))
+                    assert np.array_equal(view, before), f"the {dtype.__name__} input was modified"
 
     def test_maximum_filter_sign_of_zero(self) -> None:
         """Windows whose maximum is zero, met as -0.0 and +0.0 in every order: always +0.0."""
