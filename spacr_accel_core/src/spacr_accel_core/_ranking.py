@@ -58,3 +58,15 @@ def in_force(ranked: Sequence[str], restriction: tuple[str, ...] | None,
         return list(ranked)
     return ([n for n in restriction if n in ranked and not plugins[n].floor]
             + [n for n in ranked if plugins[n].floor])
+
+
+def fix_hint(plugins: Mapping[str, Plugin], floor: str | None) -> str:
+    """The last line of the error when nothing served a call: how to fix it, for this install."""
+    numpy = plugins.get("numpy")
+    if numpy is not None and numpy.status == "blocked":
+        return ("Fix: remove numpy from SPACR_ACCEL_DISABLE; the NumPy backend is the floor that always "
+                "runs. See `spacr-accel doctor`.")
+    if floor is None:
+        return ("Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
+                "see `spacr-accel doctor`.")
+    return "Fix: check SPACR_ACCEL_BACKENDS / SPACR_ACCEL_DISABLE and `spacr-accel doctor`."

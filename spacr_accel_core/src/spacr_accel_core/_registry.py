@@ -52,7 +52,7 @@ from ._errors import (
 )
 from ._errors import describe as _describe
 from ._markers import PROJECT_NAME
-from ._ranking import in_force, passed_over, priority_key, rank_key, split_names
+from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key, split_names
 from ._records import Dispatch, PluginStatus
 
 logger = logging.getLogger("spacr_accel_core")
@@ -512,18 +512,8 @@ class Registry:
                 logger.debug("%s served by %r%s", operation, impl.plugin,
                              f" after {[name for name, _ in declined]} declined" if declined else "")
             return result
-        raise NoBackendError(operation, [*declined, *skipped, *out_of_line], hint=self._hint(snapshot))
-
-    @staticmethod
-    def _hint(snapshot: _Snapshot) -> str:
-        floor = snapshot.plugins.get("numpy")
-        if floor is not None and floor.status == "blocked":
-            return (f"Fix: remove numpy from {ENV_DISABLE}; the NumPy backend is the floor that always "
-                    "runs. See `spacr-accel doctor`.")
-        if snapshot.floor is None:
-            return ("Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
-                    "see `spacr-accel doctor`.")
-        return f"Fix: check {ENV_BACKENDS} / {ENV_DISABLE} and `spacr-accel doctor`."
+        raise NoBackendError(operation, [*declined, *skipped, *out_of_line],
+                             hint=fix_hint(snapshot.plugins, snapshot.floor))
 
     def _forced(self, snapshot: _Snapshot, operation: str, args: tuple[Any, ...], gpu: bool,
                 backend: str, check: Callable[[Any, Any], str | None], expected: Any) -> Any:
