@@ -36,14 +36,22 @@ def plug() -> Iterator[Callable[[object, str], object]]:
 
 
 class SlowToDescribe:
-    """A plugin whose self-description, and so discovery, waits until the test releases it."""
+    """A plugin whose loading, and so discovery, waits until the test releases it.
+
+    The wait is in ``dir()``, which pluggy calls while registering the plugin: a hanging
+    ``spacr_accel_backend_info`` no longer hangs discovery (it is asked lazily, under its own
+    bound), but a plugin that hangs while being loaded still does, which is what these tests need.
+    """
 
     def __init__(self, release: threading.Event) -> None:
         self.release = release
 
+    def __dir__(self) -> list[str]:
+        self.release.wait()
+        return list(super().__dir__())
+
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        self.release.wait()
         return BackendInfo(name="slow", priority=1.0, accelerated=False)
 
 

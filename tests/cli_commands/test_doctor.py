@@ -291,7 +291,10 @@ def test_a_plugin_that_hangs_discovery_is_reported_not_waited_for(capsys: pytest
     assert _cli.main(["doctor"]) == 0
     text = capsys.readouterr().out
     plugins = text.split("\nPlugins (best first)\n", 1)[1].split("\n\n", 1)[0]
-    assert f"ERROR: TimeoutError: {note}" in plugins
+    # Either the abandoned discovery is still running (the section says so), or it has finished by
+    # now, having abandoned the hung backend_info under its own bound: then the row names the plugin.
+    named = "slow" in plugins and "spacr_accel_backend_info did not answer within 0.3 s" in plugins
+    assert f"ERROR: TimeoutError: {note}" in plugins or named, plugins
 
 
 def test_the_bounded_sections_see_the_callers_use_context(capsys: pytest.CaptureFixture[str]) -> None:
