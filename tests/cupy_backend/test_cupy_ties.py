@@ -8,27 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
-from spacr_accel_core.testing import reference_nearest
+from spacr_accel_core.testing import reference_nearest, tie_heavy_point_sets
 from spacr_accel_cupy import _kit, _ops
 
 KIT = _kit.numpy_kit()
-
-
-@st.composite
-def tie_heavy(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    """Few distinct rows, many copies; signed zeros, values equal in float32; a few extra points."""
-    width = draw(st.sampled_from([1, 2, 3, 8, 12]))
-    pool = draw(hnp.arrays(np.float32, (draw(st.integers(1, 6)), width),
-                           elements=st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.0, 1e7, 1e7 + 1.0])))
-    n, m = draw(st.integers(1, 300)), draw(st.integers(1, 300))
-    source = pool[draw(hnp.arrays(np.int64, n, elements=st.integers(0, pool.shape[0] - 1)))]
-    target = pool[draw(hnp.arrays(np.int64, m, elements=st.integers(0, pool.shape[0] - 1)))]
-    if draw(st.booleans()):
-        extra = draw(hnp.arrays(np.float32, (draw(st.integers(1, 20)), width), elements=st.floats(-3, 3, width=32)))
-        target = np.concatenate([extra, target]) if draw(st.booleans()) else np.concatenate([target, extra])
-    return np.ascontiguousarray(source), np.ascontiguousarray(target)
 
 
 def cluster_beside_outliers(count: int, seed: int) -> np.ndarray:
@@ -40,7 +24,7 @@ def cluster_beside_outliers(count: int, seed: int) -> np.ndarray:
 
 
 @settings(max_examples=40, deadline=None)
-@given(points=tie_heavy(), chunk=st.integers(1, 400), cap=st.sampled_from([0, 32]))
+@given(points=tie_heavy_point_sets(), chunk=st.integers(1, 400), cap=st.sampled_from([0, 32]))
 def test_ties_go_to_the_lowest_index(points: tuple[np.ndarray, np.ndarray], chunk: int, cap: int) -> None:
     """With the default cap and with a cap of 0 (every pass by the brute force)."""
     source, target = points

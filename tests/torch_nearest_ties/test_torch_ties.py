@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
-from spacr_accel_core.testing import reference_nearest
+from spacr_accel_core.testing import reference_nearest, tie_heavy_point_sets
 
 torch = pytest.importorskip("torch")
 from spacr_accel_torch import _nearest, _runtime  # noqa: E402  (after the importorskip above)
@@ -25,23 +24,9 @@ def search(source, target, chunk, *, host=False):
         return _nearest.nearest(source, target, chunk, CPU)
 
 
-@st.composite
-def tie_heavy(draw):
-    width = draw(st.sampled_from([1, 2, 3, 8, 12]))
-    pool = draw(hnp.arrays(np.float32, (draw(st.integers(1, 6)), width),
-                           elements=st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.0, 1e7, 1e7 + 1.0])))
-    n, m = draw(st.integers(1, 300)), draw(st.integers(1, 300))
-    source = pool[draw(hnp.arrays(np.int64, n, elements=st.integers(0, pool.shape[0] - 1)))]
-    target = pool[draw(hnp.arrays(np.int64, m, elements=st.integers(0, pool.shape[0] - 1)))]
-    if draw(st.booleans()):
-        extra = draw(hnp.arrays(np.float32, (draw(st.integers(1, 20)), width), elements=st.floats(-3, 3, width=32)))
-        target = np.concatenate([extra, target]) if draw(st.booleans()) else np.concatenate([target, extra])
-    return np.ascontiguousarray(source), np.ascontiguousarray(target)
-
-
 @pytest.mark.parametrize("host", [False, True])
 @settings(max_examples=40, deadline=None)
-@given(points=tie_heavy(), chunk=st.integers(1, 400))
+@given(points=tie_heavy_point_sets(), chunk=st.integers(1, 400))
 def test_duplicates_go_to_the_lowest_index(points, chunk, host):
     source, target = points
     index, distance = search(source, target, chunk, host=host)

@@ -67,6 +67,7 @@ field, and every field for a plugin that does not name its dtype, arrives as flo
 _F32: Final = np.dtype(np.float32)
 
 ENV_DISABLE: Final = "SPACR_ACCEL_DISABLE"
+ENV_BACKENDS: Final = "SPACR_ACCEL_BACKENDS"
 IN_PROCESS: Final = "(in-process)"
 
 

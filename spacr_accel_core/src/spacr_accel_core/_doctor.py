@@ -118,8 +118,10 @@ def _overrides() -> Report:
 
         order = REGISTRY.restriction()
         installed = set(REGISTRY.installed())
-        named = {env: [n.strip() for n in (os.environ.get(env) or "").split(",") if n.strip()]
-                 for env in ("SPACR_ACCEL_BACKENDS", "SPACR_ACCEL_DISABLE")}
+        from ._discovery import ENV_BACKENDS, ENV_DISABLE
+        from ._ranking import split_names
+
+        named = {env: split_names(os.environ.get(env)) for env in (ENV_BACKENDS, ENV_DISABLE)}
         return {"restriction": list(order) if order is not None else None,
                 "not_installed": {env: [n for n in names if n not in installed] for env, names in named.items()}}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ._discovery import Plugin
+from ._discovery import ENV_BACKENDS, ENV_DISABLE, Plugin
 
 
 def split_names(value: str | None) -> tuple[str, ...]:
@@ -64,9 +64,9 @@ def fix_hint(plugins: Mapping[str, Plugin], floor: str | None) -> str:
     """The last line of the error when nothing served a call: how to fix it, for this install."""
     numpy = plugins.get("numpy")
     if numpy is not None and numpy.status == "blocked":
-        return ("Fix: remove numpy from SPACR_ACCEL_DISABLE; the NumPy backend is the floor that always "
+        return (f"Fix: remove numpy from {ENV_DISABLE}; the NumPy backend is the floor that always "
                 "runs. See `spacr-accel doctor`.")
     if floor is None:
         return ("Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
                 "see `spacr-accel doctor`.")
-    return "Fix: check SPACR_ACCEL_BACKENDS / SPACR_ACCEL_DISABLE and `spacr-accel doctor`."
+    return f"Fix: check {ENV_BACKENDS} / {ENV_DISABLE} and `spacr-accel doctor`."

@@ -31,6 +31,7 @@ import pluggy
 from . import _hookspecs
 from ._bounded import Outcome, probe_timeout, start
 from ._discovery import (
+    ENV_BACKENDS,
     ENV_DISABLE,
     IN_PROCESS,
     OPERATIONS,
@@ -56,8 +57,6 @@ from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key, s
 from ._records import Dispatch, PluginStatus
 
 logger = logging.getLogger("spacr_accel_core")
-
-ENV_BACKENDS = "SPACR_ACCEL_BACKENDS"
 
 _debug_enabled = logger.isEnabledFor  # bound once: checked on every dispatch
 

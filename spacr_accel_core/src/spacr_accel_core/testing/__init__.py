@@ -56,6 +56,7 @@ __all__ = [
     "reference_matmul",
     "reference_maximum_filter",
     "reference_nearest",
+    "tie_heavy_point_sets",
 ]
 
 
@@ -133,6 +134,27 @@ def reference_matmul(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray,
 
 
 # ---- strategies ------------------------------------------------------------------------------
+
+
+@st.composite
+def tie_heavy_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, target)`` float32 point sets made of few distinct rows in many copies: signed zeros,
+    values equal in float32 (``1e7`` and ``1e7 + 1``), and sometimes a few distinct points before or
+    after the copies, so the lowest index must win among copies placed anywhere.
+
+    The worst case of an exact search (every copy is a tie), for a backend's own tests.
+    """
+    width = draw(st.sampled_from([1, 2, 3, 8, 12]))
+    pool = draw(hnp.arrays(np.float32, (draw(st.integers(1, 6)), width),
+                           elements=st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.0, 1e7, 1e7 + 1.0])))
+    n, m = draw(st.integers(1, 300)), draw(st.integers(1, 300))
+    source = pool[draw(hnp.arrays(np.int64, n, elements=st.integers(0, pool.shape[0] - 1)))]
+    target = pool[draw(hnp.arrays(np.int64, m, elements=st.integers(0, pool.shape[0] - 1)))]
+    if draw(st.booleans()):
+        extra = draw(hnp.arrays(np.float32, (draw(st.integers(1, 20)), width), elements=st.floats(-3, 3, width=32)))
+        target = np.concatenate([extra, target]) if draw(st.booleans()) else np.concatenate([target, extra])
+    return np.ascontiguousarray(source), np.ascontiguousarray(target)
+
 
 _FIELD_DTYPES = st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.uint16, np.int8, np.bool_])
 _CAMERA_DTYPES = (np.uint8, np.int8, np.uint16, np.int16)
