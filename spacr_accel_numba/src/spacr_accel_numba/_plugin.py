@@ -1,0 +1,67 @@
+"""The numba backend's hookimpls: the CPU's fastest exact filter and low-dimensional search.
+
+WHAT IT IS, WITHOUT IMPORTING NUMBA. :data:`SPACR_ACCEL_BACKEND` is read when the plugin loads;
+:func:`spacr_accel_backend_info` only looks for numba on the path (``import numba`` costs ~0.5 s,
+which discovery must not pay). The kernels are compiled in the background from the first call on
+(:mod:`._warm`); until a kernel is ready its calls decline and the NumPy floor answers them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from typing import Final
+
+import numpy as np
+
+from spacr_accel_core import BackendDeclined, BackendInfo, hookimpl
+from spacr_accel_core.exact import distances
+
+from . import _warm
+from ._filter import window_maximum
+from ._grid import DIMENSIONS, search
+
+SPACR_ACCEL_API_VERSION = 1
+NAME: Final = "numba"
+PRIORITY: Final = 120.0
+"""Above the NumPy floor (100), whose answers it repeats bit for bit, faster; below every
+accelerated backend (CuPy 200, torch 300): a usable GPU still wins."""
+
+SPACR_ACCEL_BACKEND: Final = BackendInfo(name=NAME, priority=PRIORITY, accelerated=False)
+"""What this plugin is, read by the core without a call."""
+
+SPACR_ACCEL_FIELD_DTYPES: Final = ("uint8", "uint16")
+"""Camera fields filtered in their own dtype (compiled for these two); the core casts an int8 or
+int16 field to float32 for this plugin."""
+
+_FILTERED = frozenset(np.dtype(name) for name in _warm.FIELD_DTYPES)
+
+
+@hookimpl
+def spacr_accel_backend_info() -> BackendInfo:
+    """Usable where numba is installed; looked for, not imported (that is the warm-up's to do)."""
+    if importlib.util.find_spec("numba") is None:
+        return replace(SPACR_ACCEL_BACKEND, usable=False,
+                       note="numba is not installed; `pip install numba` (or `spacr-accel[numba]`)")
+    if _warm.failure() is not None:
+        return replace(SPACR_ACCEL_BACKEND, usable=False, note=f"numba could not compile here ({_warm.failure()})")
+    return replace(SPACR_ACCEL_BACKEND, usable=True,
+                   note="numba-compiled loops on the CPU (compiled in the background on first use)")
+
+
+@hookimpl
+def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
+    dtype = field.dtype
+    if dtype not in _FILTERED:
+        raise BackendDeclined(f"the filter is compiled for {', '.join(_warm.FIELD_DTYPES)}, not {dtype}")
+    return window_maximum(_warm.kernels_for(f"filter:{dtype}"), field, size)
+
+
+@hookimpl
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    if source.shape[1] > DIMENSIONS:
+        raise BackendDeclined(f"the grid takes at most {DIMENSIONS} coordinates, not {source.shape[1]}")
+    kernels = _warm.kernels_for("nearest")
+    index, squared = search(kernels, np.ascontiguousarray(source, dtype=np.float64),
+                            np.ascontiguousarray(target, dtype=np.float64))
+    return index, distances(squared)

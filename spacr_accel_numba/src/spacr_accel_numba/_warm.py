@@ -1,0 +1,126 @@
+"""Compiling the kernels in the background, so that no call waits for numba.
+
+WHY NOT COMPILE ON THE FIRST CALL. ``import numba`` alone takes ~0.4-0.6 s here, and compiling
+the filter for one dtype ~2-3 s (loading it from numba's on-disk cache afterwards, tens of ms).
+A fresh process's first call must stay within 0.5 s of a warm one, so the first call that reaches
+this backend starts a daemon thread that imports :mod:`._kernels` and compiles each kernel, and
+declines (:class:`~spacr_accel_core.BackendDeclined`), which hands the call to the next backend,
+the NumPy floor, with the same answer bit for bit. Each kernel serves as soon as it is ready,
+the float32 filter first. :func:`warm` waits for all of them (the tests and benchmarks call it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from types import ModuleType
+
+import numpy as np
+
+from spacr_accel_core import BackendDeclined, BackendUnavailable
+
+_log = logging.getLogger("spacr_accel_numba")
+
+FIELD_DTYPES = ("float32", "uint16", "uint8")
+"""The dtypes the filter is compiled for, in the order they are compiled (the common first)."""
+
+_lock = threading.Lock()
+_ready: set[str] = set()
+_failure: str | None = None
+_thread: threading.Thread | None = None
+_kernels: ModuleType | None = None
+
+
+def _forget_after_fork() -> None:
+    # A forked child inherits what was compiled but not the thread: an unfinished warm-up starts
+    # again there on its next call.
+    global _thread, _lock  # noqa: PLW0603  # the module's one warm-up, reset in a forked child
+    _lock = threading.Lock()
+    if _failure is None and len(_ready) < len(_jobs()):
+        _thread = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
+    """Each kernel's name and a call that compiles it on inputs of exactly the driver's types."""
+
+    def field(dtype: str) -> Callable[[ModuleType], object]:
+        def compile_filter(kernels: ModuleType) -> object:
+            sample = np.zeros((4, 4), dtype=dtype)
+            sample.flags.writeable = False  # the core hands plugins read-only views
+            return kernels.filter_band(sample, np.empty((4, 4), np.float32), 1, 1, 0, 4)
+        return compile_filter
+
+    def nearest(kernels: ModuleType) -> object:
+        from ._grid import search
+
+        points = np.arange(12, dtype=np.float64).reshape(4, 3)
+        return search(kernels, points, points[::-1].copy())
+
+    return [("filter:float32", field("float32")), ("nearest", nearest),
+            *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:])]
+
+
+def _compile_all() -> None:
+    global _failure, _kernels  # noqa: PLW0603  # written once by the warm-up thread, read by calls
+    try:
+        from . import _kernels as kernels
+
+        _kernels = kernels
+        for name, job in _jobs():
+            job(kernels)
+            _ready.add(name)
+            _log.debug("numba kernel %s is ready", name)
+    except Exception as exc:  # any failure to compile only makes this backend unusable
+        _failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        _log.warning("spacr-accel-numba: compiling its kernels failed (%s); the next backend answers", _failure)
+
+
+def start() -> None:
+    """Start the warm-up thread once per process (a no-op once it is running or done)."""
+    global _thread  # noqa: PLW0603  # one warm-up per process
+    if _thread is None:
+        with _lock:
+            if _thread is None:
+                _thread = threading.Thread(target=_compile_all, name="spacr-accel-numba-warm-up", daemon=True)
+                _thread.start()
+
+
+def kernels_for(name: str) -> ModuleType:
+    """The compiled kernels, if ``name`` is ready; otherwise start the warm-up and decline.
+
+    :raises BackendDeclined: still compiling (the next backend answers this call).
+    :raises BackendUnavailable: compiling failed in this process (numba cannot run here).
+    """
+    if name in _ready and _kernels is not None:
+        return _kernels
+    if _failure is not None:
+        raise BackendUnavailable(f"numba could not compile its kernels here ({_failure})")
+    start()
+    raise BackendDeclined(f"numba is still compiling its {name} kernel in the background (first use in this "
+                          "process); the next backend answers until it is ready")
+
+
+def warm(timeout: float | None = None) -> bool:
+    """Compile every kernel now (or wait for the warm-up already running) and say whether all are ready.
+
+    :param timeout: seconds to wait at most; ``None`` waits as long as compiling takes (a few
+        seconds the first time on a machine, well under one from numba's cache after).
+    :returns: ``True`` when every kernel is ready; ``False`` on a timeout or a failure
+        (:func:`failure` says which).
+    """
+    start()
+    thread = _thread
+    if thread is not None:
+        thread.join(timeout)
+    return _failure is None and len(_ready) == len(_jobs())
+
+
+def failure() -> str | None:
+    """Why compiling failed in this process, or ``None``."""
+    return _failure
