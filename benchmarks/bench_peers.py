@@ -1,6 +1,9 @@
-"""The NumPy floor against what a user would pick instead on the CPU: pykdtree, faiss, OpenCV.
+"""The project's shipped CPU backends against what a user would pick instead: pykdtree, faiss, OpenCV.
 
-Each row is a ratio measured side by side in one process (best of several interleaved repeats of
+"Ours" is automatic dispatch over the shipped backends (the example plugins under ``examples/``
+are blocked, ``SPACR_ACCEL_DISABLE=opencv,openvino`` unless set otherwise), after the numba
+backend's kernels are compiled (``spacr_accel_numba.warm()``); each row names the backend that
+served it. Each row is a ratio measured side by side in one process (best of several interleaved repeats of
 each contender: the machine is shared and noisy). The project's answers are checked exact on a
 2,000-row sample against the plain float64 reference; the peers' are not ours to check, but the
 float32 ones (pykdtree, faiss) are counted where they differ from it.
@@ -48,16 +51,16 @@ def first_call_overhead() -> tuple[float, float]:
         import time, numpy as np
         t = time.perf_counter()
         from spacr_accel_core import ops
-        ops.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), backend="numpy")
+        ops.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
         discovery = time.perf_counter() - t
         rng = np.random.default_rng(0)
         s = rng.uniform(0, 2048, (20_000, 2)).astype(np.float32)
         f = rng.random((1024, 1024), dtype=np.float32)
         m = rng.standard_normal((10_000, 4)).astype(np.float32)
         def calls():
-            ops.nearest_neighbours(s, s[::-1], backend="numpy")
-            ops.maximum_filter(f, 15, backend="numpy")
-            ops.matmul(m, m[:4], backend="numpy")
+            ops.nearest_neighbours(s, s[::-1])
+            ops.maximum_filter(f, 15)
+            ops.matmul(m, m[:4])
         t0 = time.perf_counter(); calls(); t1 = time.perf_counter()
         warm = min(((time.perf_counter(), calls(), time.perf_counter()) for _ in range(3)),
                    key=lambda r: r[2] - r[0])
@@ -74,21 +77,32 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
+    import os
+
     import cv2
     import faiss
     from pykdtree.kdtree import KDTree
 
-    from spacr_accel_core import ops
+    os.environ.setdefault("SPACR_ACCEL_DISABLE", "opencv,openvino")  # ours: the shipped backends only
+    from spacr_accel_core import last_dispatch, ops
     from spacr_accel_core.testing import reference_nearest
-    from spacr_accel_numpy import window_maximum
+    try:
+        import spacr_accel_numba
+    except ImportError:
+        print("spacr-accel-numba is not installed: the NumPy floor answers every row")
+        from spacr_accel_numpy import window_maximum
+    else:
+        spacr_accel_numba.warm()
+        from spacr_accel_numba import window_maximum
 
     rng = np.random.default_rng(0)
     repeat = args.repeat
     print(f"{'workload':<58} {'ours ms':>8} {'peer':<22} {'peer ms':>8} {'ours/peer':>9}  exact")
 
     def row(name: str, ours: float, peer_name: str, peer: float, exact: str) -> None:
-        print(f"{name:<58} {ours * 1e3:8.1f} {peer_name:<22} {peer * 1e3:8.1f} {ours / peer:9.2f}  {exact}",
-              flush=True)
+        served = last_dispatch()
+        print(f"{name:<58} {ours * 1e3:8.1f} {peer_name:<22} {peer * 1e3:8.1f} {ours / peer:9.2f}  {exact}"
+              f"  [{served.backend if served else '?'}]", flush=True)
 
     def check(source: np.ndarray, target: np.ndarray, index: np.ndarray, peer_index: np.ndarray) -> str:
         sample = rng.choice(source.shape[0], 2000, replace=False)
@@ -98,11 +112,11 @@ def main() -> int:
         return f"{'yes' if ours_ok else 'NO'} (peer wrong on {wrong}/2000)"
 
     def nearest_row(name: str, source: np.ndarray, target: np.ndarray) -> None:
-        ops.nearest_neighbours(source[:100], target[:100], backend="numpy")
+        ops.nearest_neighbours(source[:100], target[:100])
         tree_peer = lambda: KDTree(target).query(source, k=1)  # noqa: E731  (the peer as a user calls it)
-        ours, peer = side_by_side(lambda: ops.nearest_neighbours(source, target, backend="numpy"), tree_peer,
+        ours, peer = side_by_side(lambda: ops.nearest_neighbours(source, target), tree_peer,
                                   repeat)
-        index, _ = ops.nearest_neighbours(source, target, backend="numpy")
+        index, _ = ops.nearest_neighbours(source, target)
         peer_index = KDTree(target).query(source, k=1)[1].astype(np.int64)
         row(name, ours, "pykdtree (float32)", peer, check(source, target, index, peer_index))
 
@@ -122,19 +136,19 @@ def main() -> int:
         index.add(wide_t)
         return index.search(wide_s, 1)[1][:, 0]
 
-    ours, peer = side_by_side(lambda: ops.nearest_neighbours(wide_s, wide_t, backend="numpy"), flat,
+    ours, peer = side_by_side(lambda: ops.nearest_neighbours(wide_s, wide_t), flat,
                               max(2, repeat - 2))
-    index, _ = ops.nearest_neighbours(wide_s, wide_t, backend="numpy")
+    index, _ = ops.nearest_neighbours(wide_s, wide_t)
     row("nearest 20k x 20k, D=64", ours, "faiss IndexFlatL2", peer, check(wide_s, wide_t, index, flat()))
 
     field = rng.random((4096, 4096), dtype=np.float32)
     for size in (3, 15, 31):
         kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (size, size))
-        ops.maximum_filter(field[:64, :64], size, backend="numpy")
-        ours, peer = side_by_side(lambda s=size: ops.maximum_filter(field, s, backend="numpy"),
+        ops.maximum_filter(field[:64, :64], size)
+        ours, peer = side_by_side(lambda s=size: ops.maximum_filter(field, s),
                                   lambda k=kernel: cv2.dilate(field, k, borderType=cv2.BORDER_REPLICATE),
                                   repeat)
-        same = np.array_equal(ops.maximum_filter(field, size, backend="numpy"),
+        same = np.array_equal(ops.maximum_filter(field, size),
                               cv2.dilate(field, kernel, borderType=cv2.BORDER_REPLICATE))
         row(f"maximum_filter 4096^2 float32, size {size}", ours, "cv2.dilate", peer,
             "yes (= cv2)" if same else "differs from cv2")
@@ -145,9 +159,9 @@ def main() -> int:
     def dilate_cast() -> np.ndarray:
         return cv2.dilate(camera, kernel, borderType=cv2.BORDER_REPLICATE).astype(np.float32)
 
-    ops.maximum_filter(camera[:64, :64], 5, backend="numpy")
-    ours, peer = side_by_side(lambda: ops.maximum_filter(camera, 5, backend="numpy"), dilate_cast, repeat)
-    same = np.array_equal(ops.maximum_filter(camera, 5, backend="numpy"), dilate_cast())
+    ops.maximum_filter(camera[:64, :64], 5)
+    ours, peer = side_by_side(lambda: ops.maximum_filter(camera, 5), dilate_cast, repeat)
+    same = np.array_equal(ops.maximum_filter(camera, 5), dilate_cast())
     row("maximum_filter 2048^2 uint16, size 5 (through ops)", ours, "cv2.dilate u16 + cast", peer,
         "yes (= cv2)" if same else "differs")
     ours, peer = side_by_side(lambda: window_maximum(camera, 5), dilate_cast, repeat)

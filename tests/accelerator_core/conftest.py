@@ -1,6 +1,6 @@
 """Fake probers for the accelerator core, isolated from the shipped backends' probers.
 
-The shipped torch and cupy plugins, and the example plugins under ``examples/`` where installed
+The shipped torch, cupy and numba plugins, and the example plugins under ``examples/`` where installed
 (the OpenVINO prober, the OpenCV backend), are blocked (``SPACR_ACCEL_DISABLE``) so each test sees
 only the probers it registers and the NumPy floor, on any machine, GPU or not. Everything
 registered is removed afterwards.
@@ -49,7 +49,7 @@ class Prober:
 def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("SPACR_DEVICE", "SPACR_ACCEL_PROBE_TIMEOUT", "SPACR_ACCEL_BACKENDS"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SPACR_ACCEL_DISABLE", "torch,cupy,openvino,opencv")
+    monkeypatch.setenv("SPACR_ACCEL_DISABLE", "torch,cupy,numba,openvino,opencv")
     spacr_accel_core.refresh()
     yield
     spacr_accel_core.refresh()

@@ -113,7 +113,7 @@ def test_describe_the_cpu_with_its_note_and_the_idle_neural_engine(plug: Plug) -
 
     plug(Engines(), "engines")
     assert accelerator.describe() == (
-        "CPU (no device prober is loaded: SPACR_ACCEL_DISABLE blocks cupy, opencv, openvino, torch); "
+        "CPU (no device prober is loaded: SPACR_ACCEL_DISABLE blocks cupy, numba, opencv, openvino, torch); "
         "found, not used: Apple Neural Engine (CoreML only)")
 
 

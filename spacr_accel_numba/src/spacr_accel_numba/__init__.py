@@ -1,9 +1,10 @@
 """spacr-accel's numba backend: compiled CPU loops that repeat the NumPy floor's answers, faster.
 
 A van Herk/Gil-Werman windowed maximum (float32, and uint8/uint16 camera fields in their own
-dtype) and a uniform-grid exact nearest-neighbour search for 1 to 3 coordinates, both threaded,
-both bit-identical to the floor. Registered under the ``spacr_accel`` entry point ``numba``
-(priority 120: above the floor, below the GPU backends). The kernels compile in the background on
+dtype), a uniform-grid exact nearest-neighbour search for 1 to 3 coordinates, and for 16 and more
+a float32 GEMM whose candidates are settled in cache; all threaded, all bit-identical to the floor.
+Registered under the ``spacr_accel`` entry point ``numba`` (priority 120: above the floor, below
+the GPU backends). The kernels compile in the background on
 first use and are cached on disk; until they are ready the floor answers (:func:`warm` waits).
 """
 
@@ -13,9 +14,14 @@ from types import ModuleType
 
 import numpy as np
 
+from spacr_accel_core import BackendDeclined
+
 from ._filter import window_maximum as _window_maximum
+from ._grid import DIMENSIONS as _DIMENSIONS
 from ._grid import search as _search
 from ._warm import failure, warm
+from ._wide import WIDE as _WIDE
+from ._wide import search as _search_wide
 
 __all__ = ["failure", "nearest", "warm", "window_maximum"]
 
@@ -34,10 +40,17 @@ def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
 def nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Exact nearest targets (lowest index on ties) and float64 squared distances, waiting for the kernel.
 
-    :param source: float64 ``(N, D)``, ``1 <= D <= 3``, finite.
-    :param target: float64 ``(M, D)``, ``M >= 1``, finite.
-    :raises RuntimeError: numba cannot compile here, or the grid declines these points.
+    :param source: float32 or float64 ``(N, D)``, finite, with ``D <= 3`` (the grid) or ``D >= 16``
+        (the matrix search).
+    :param target: likewise ``(M, D)``, ``M >= 1``.
+    :raises RuntimeError: numba cannot compile here, the grid declines these points, or D is
+        between 4 and 15 (a tree's range: the NumPy floor's).
     """
+    if source.shape[1] >= _WIDE:
+        return _search_wide(_ready("nearest:wide"), source, target)
+    if source.shape[1] > _DIMENSIONS:
+        raise BackendDeclined(f"{source.shape[1]} coordinates: neither the grid (at most {_DIMENSIONS}) nor "
+                              f"the matrix search (from {_WIDE})")
     kernels = _ready("nearest")
     return _search(kernels, np.ascontiguousarray(source, np.float64), np.ascontiguousarray(target, np.float64))
 

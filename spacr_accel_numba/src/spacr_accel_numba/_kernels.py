@@ -309,3 +309,44 @@ def brute_rows(source, target, rows, found, squared):
                 winner = j
         found[i] = winner
         squared[i] = best
+
+
+_STRIDE = 32  # values scanned for any candidate before any is looked at one by one
+
+
+@numba.njit(nogil=True, cache=True)
+def settle_rows(approx, thresholds, offset, source, target, found, squared, first, stop):
+    """The exact winner of rows ``first:stop`` of one block of the ``|t|^2 - 2 s.t`` search.
+
+    Row ``r`` of ``approx`` is source ``offset + r``; every column at or below ``thresholds[r]``
+    (the row's rounded minimum plus its margin: :class:`spacr_accel_core.exact.ExpansionPlan`) is a
+    candidate, settled by the float64 sum of squared differences in coordinate order, lowest index
+    first among equals. The row is scanned a stride at a time, branch-free so that it vectorises
+    (a row holds a handful of candidates among thousands), while the block is still in cache.
+    """
+    count, dims = target.shape
+    for r in range(first, stop):
+        row = approx[r]
+        threshold = thresholds[r]
+        i = offset + r
+        best = np.inf
+        winner = -1
+        for base in range(0, count, _STRIDE):
+            end = min(count, base + _STRIDE)
+            hits = 0
+            for j in range(base, end):
+                hits += row[j] <= threshold
+            if hits == 0:
+                continue
+            for j in range(base, end):
+                if row[j] <= threshold:
+                    d = source[i, 0] - target[j, 0]
+                    total = d * d
+                    for k in range(1, dims):
+                        d = source[i, k] - target[j, k]
+                        total += d * d
+                    if total < best:  # ascending j: the first of equals is kept
+                        best = total
+                        winner = j
+        found[i] = winner
+        squared[i] = best

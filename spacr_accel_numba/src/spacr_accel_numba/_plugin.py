@@ -20,6 +20,8 @@ from spacr_accel_core.exact import distances
 from . import _warm
 from ._filter import window_maximum
 from ._grid import DIMENSIONS, search
+from ._wide import WIDE
+from ._wide import search as search_wide
 
 SPACR_ACCEL_API_VERSION = 1
 NAME: Final = "numba"
@@ -59,8 +61,13 @@ def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
 
 @hookimpl
 def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    if source.shape[1] > DIMENSIONS:
-        raise BackendDeclined(f"the grid takes at most {DIMENSIONS} coordinates, not {source.shape[1]}")
+    width = source.shape[1]
+    if width >= WIDE:
+        index, squared = search_wide(_warm.kernels_for("nearest:wide"), source, target)
+        return index, distances(squared)
+    if width > DIMENSIONS:
+        raise BackendDeclined(f"the grid takes at most {DIMENSIONS} coordinates and the matrix search pays "
+                              f"from {WIDE}; {width} go to a tree")
     kernels = _warm.kernels_for("nearest")
     index, squared = search(kernels, np.ascontiguousarray(source, dtype=np.float64),
                             np.ascontiguousarray(target, dtype=np.float64))

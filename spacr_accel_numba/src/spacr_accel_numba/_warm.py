@@ -62,7 +62,13 @@ def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
         points = np.arange(12, dtype=np.float64).reshape(4, 3)
         return search(kernels, points, points[::-1].copy())
 
-    return [("filter:float32", field("float32")), ("nearest", nearest),
+    def nearest_wide(kernels: ModuleType) -> object:
+        from ._wide import WIDE, search
+
+        points = np.arange(4 * WIDE, dtype=np.float32).reshape(4, WIDE)
+        return search(kernels, points, points[::-1].copy())
+
+    return [("filter:float32", field("float32")), ("nearest", nearest), ("nearest:wide", nearest_wide),
             *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:])]
 
 

@@ -1,0 +1,54 @@
+"""Exact nearest neighbours of wide points (4 coordinates and more): one float32 GEMM per block of
+sources, settled in the same pass that finds each row's candidates.
+
+WHY FUSED. The NumPy floor's matrix path makes three more passes over each ``(rows, M)`` block
+after the GEMM (the row minimum, the comparison with the margin, the candidates' positions). Here the
+block is kept small enough to stay in the CPU's cache; NumPy's SIMD minimum gives each row's
+threshold, and one compiled pass settles the candidates exactly (:func:`._kernels.settle_rows`).
+The GEMM is NumPy's (the BLAS's threads).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+from spacr_accel_core.exact import expansion_plan
+
+from ._pool import WORKERS, run_all
+
+_F32_UNIT = float(np.finfo(np.float32).eps) / 2  # unit roundoff of an IEEE float32 GEMM
+_BLOCK_BYTES = 16 << 20  # one block of the GEMM's result: measured best of 4-32 MiB at M = 20,000
+
+WIDE = 16
+"""From this many coordinates on the GEMM beats a tree (the NumPy floor's rule too); between the
+grid's 3 and this, the floor's KD-tree answers."""
+
+
+def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each source's exact nearest target (lowest index on ties) and the float64 squared distance.
+
+    :param kernels: the compiled :mod:`._kernels`.
+    :param source: float32 or float64 ``(N, D)`` finite points (D >= 1).
+    :param target: likewise ``(M, D)``, M >= 1.
+    """
+    n, m = source.shape[0], target.shape[0]
+    plan = expansion_plan(source, target, np.float32, _F32_UNIT)
+    s64 = np.ascontiguousarray(source, dtype=np.float64)
+    t64 = np.ascontiguousarray(target, dtype=np.float64)
+    found = np.empty(n, dtype=np.int64)
+    squared = np.empty(n, dtype=np.float64)
+    rows = max(WORKERS, min(n, _BLOCK_BYTES // (4 * m)))
+    approx = np.empty((rows, m), dtype=np.float32)
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        block = approx[:stop - start]
+        np.matmul(plan.left[start:stop], plan.right, out=block)
+        # NumPy's own minimum (SIMD, as the floor computes it), then the float32 sum the floor makes
+        thresholds = block.min(axis=1)
+        thresholds += plan.margin[start:stop]
+        bounds = np.linspace(0, stop - start, min(WORKERS, stop - start) + 1).astype(np.int64)
+        run_all(kernels.settle_rows, [(block, thresholds, start, s64, t64, found, squared,
+                                       int(bounds[i]), int(bounds[i + 1])) for i in range(len(bounds) - 1)])
+    return found, squared
