@@ -65,13 +65,16 @@ def test_declared_dtypes_arrive_unconverted_and_the_others_cast(private, numpy_p
 
 
 def test_the_floor_takes_every_camera_dtype_without_a_wrapper(private, numpy_plugin):
-    """The NumPy backend declares all four, so its call is the hook itself: no per-call adapter."""
+    """The NumPy backend declares all four, so no cast adapter: its call is the hook itself inside
+    only the core's +0.0 pass (the floor does not declare its zeros positive)."""
     private.register(numpy_plugin, "numpy")
     for dtype in NARROW:
         field = _camera(dtype)
         assert_same_field(ops.maximum_filter(field, 3, backend="numpy"), reference_maximum_filter(field, 3))
     snapshot = private._state()
-    assert snapshot.calls["maximum_filter"]["numpy"] is numpy_plugin.spacr_accel_maximum_filter
+    call = snapshot.calls["maximum_filter"]["numpy"]
+    assert call.__qualname__ == "settling_zeros.<locals>.settle"
+    assert [cell.cell_contents for cell in call.__closure__] == [numpy_plugin.spacr_accel_maximum_filter]
 
 
 @pytest.mark.parametrize("declaration, needle", [

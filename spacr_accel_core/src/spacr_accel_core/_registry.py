@@ -43,6 +43,7 @@ from ._discovery import (
     entry_point_plugins,
     judge,
     load,
+    settling_zeros,
 )
 from ._errors import (
     BackendDeclined,
@@ -219,6 +220,8 @@ class Registry:
                 call = by_position(hookimpl.function, hookimpl.argnames, SPEC_ARGS[op])
                 if op == "maximum_filter":  # camera fields reach only the plugins that declared them
                     call = casting_fields(call, plugins[hookimpl.plugin_name].field_dtypes)
+                    if not plugins[hookimpl.plugin_name].positive_zeros:
+                        call = settling_zeros(call)
                 calls[op][hookimpl.plugin_name] = call
         if restriction is not None:
             unknown = [n for n in restriction if n not in plugins]

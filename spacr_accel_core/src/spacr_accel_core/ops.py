@@ -194,6 +194,8 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     # A camera field (uint8/int8/uint16/int16) goes on in its own dtype: the registry casts it to
     # float32 for each plugin that did not declare it takes it (SPACR_ACCEL_FIELD_DTYPES).
     data = array if array.dtype in NARROW_FIELDS else array.astype(_F32, copy=False)
+    # The sign of zero (+0.0 for a maximum of zero) is settled per plugin by the registry's call
+    # (_discovery.settling_zeros), skipped for a plugin that declares its zeros positive.
     result: np.ndarray = REGISTRY.dispatch(
         "maximum_filter",
         (_read_only(data), window),
@@ -202,16 +204,7 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
         check=_check_array,
         expected=array.shape,
     )
-    # One rule for the sign of zero, applied here so that no backend (ours or a third party's)
-    # can differ from another: a maximum of zero is +0.0. Adding +0.0 changes nothing else, NaN
-    # included. scipy keeps whichever zero its scan met first, which no other backend can mimic.
-    # An integer or bool field holds no -0.0 (its float32 cast gives +0.0) and a maximum is one of
-    # its inputs, so there the pass is skipped (2048^2 uint16, size 5: 8.3 ms -> 7.0 ms measured).
-    if result.flags.writeable and not np.may_share_memory(result, array):
-        if array.dtype.kind not in "biu":
-            np.add(result, _ZERO, out=result)
-        return result
-    return result + _ZERO  # a read-only or aliased result (a careless plugin) is not written to
+    return result
 
 
 def _product_shape(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...]:

@@ -36,6 +36,10 @@ SPACR_ACCEL_FIELD_DTYPES: Final = ("uint8", "uint16")
 """Camera fields filtered in their own dtype (compiled for these two); the core casts an int8 or
 int16 field to float32 for this plugin."""
 
+SPACR_ACCEL_POSITIVE_ZEROS: Final = True
+"""The kernel writes ``maximum + 0.0`` (a float field) or the exact cast of an integer, so a maximum
+of zero is ``+0.0`` already, and the core skips its own ``+0.0`` pass over the result."""
+
 _FILTERED = frozenset(np.dtype(name) for name in _warm.FIELD_DTYPES)
 
 
