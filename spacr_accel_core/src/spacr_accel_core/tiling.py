@@ -16,12 +16,31 @@ to import.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Final
 
 from ._errors import BackendOutOfMemory, describe
 
-__all__ = ["HOST_PASS_BYTES", "pass_budget", "tiled"]
+__all__ = ["HOST_PASS_BYTES", "cpu_threads", "pass_budget", "tiled"]
+
+def cpu_threads(most: int = 8) -> int:
+    """Threads a CPU backend's call may use: the CPUs this process may run on, at most ``most``, and
+    no more than ``OMP_NUM_THREADS`` says where it is set.
+
+    WHY OMP_NUM_THREADS. It is how a host tells its libraries how many threads each may start:
+    Dask's Nanny sets it to 1 in every worker (``distributed.nanny.pre-spawn-environ``), whose
+    parallelism is its own worker threads. A backend that started a thread per CPU in each of two
+    single-threaded workers on two cores ran four threads on two cores.
+
+    :param most: the cap (thread hand-offs stop paying beyond about 8 on these primitives).
+    """
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if wanted.isdigit() and int(wanted) > 0:
+        available = min(available, int(wanted))
+    return max(1, min(most, available))
+
 
 HOST_PASS_BYTES: Final = 64 << 20
 """One pass's working set on the host: big enough that per-operation overhead vanishes, small

@@ -8,8 +8,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
-"""Threads a call may use: the CPUs this process may run on, at most 8."""
+from spacr_accel_core.tiling import cpu_threads
+
+WORKERS = cpu_threads()
+"""Threads a call may use (:func:`spacr_accel_core.tiling.cpu_threads`: a Dask worker's one)."""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()

@@ -20,10 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from spacr_accel_core.tiling import cpu_threads
+
 _STRIPE_BYTES = 3 << 19  # measured best of 0.5-2 MiB on 4096-wide fields: less halo, still cache-sized
 _MIN_THREADED_PIXELS = 1 << 18  # below this, a thread hand-off costs more than it saves
 
-_WORKERS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
+_WORKERS = cpu_threads()  # honours OMP_NUM_THREADS, as a Dask worker sets it
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 

@@ -25,6 +25,7 @@ from spacr_accel_core.exact import (
     pick_lowest,
     pick_lowest_dense,
 )
+from spacr_accel_core.tiling import cpu_threads
 
 WIDE = 16
 """From this many coordinates on, the matrix product beats the KD-tree."""
@@ -60,7 +61,7 @@ def _kdtree(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndar
     if m == 1:
         index = np.zeros(n, dtype=np.int64)
         return index, exact_squared(s64, t64[index])
-    found, nominee = tree.query(s64, k=2, workers=-1)
+    found, nominee = tree.query(s64, k=2, workers=cpu_threads())
     nearest = nominee[:, 0].astype(np.int64)
     # A second point within rounding of the first may be the true (or lower-indexed) winner.
     ambiguous = np.flatnonzero(found[:, 1] <= found[:, 0] * (1 + _KD_SLACK))
@@ -82,7 +83,7 @@ def _kd_ties(tree: object, s64: np.ndarray, t64: np.ndarray, closest: np.ndarray
         unresolved = []
         for start in range(0, pending.size, rows_per_pass):
             part = pending[start:start + rows_per_pass]
-            distance, column = tree.query(s64[part], k=k, workers=-1)  # type: ignore[attr-defined]  # cKDTree
+            distance, column = tree.query(s64[part], k=k, workers=cpu_threads())  # type: ignore[attr-defined]  # cKDTree
             within = distance <= limit[part, None]
             if k < m:
                 more = within[:, -1]  # the k-th is still a tie: there may be more beyond it
