@@ -103,6 +103,14 @@ def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def _warm_numba() -> None:
+    try:
+        import spacr_accel_numba
+    except ImportError:
+        return
+    spacr_accel_numba.warm()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0,
@@ -138,7 +146,10 @@ def main() -> None:
             distributed.Client(cluster) as client:
         client.wait_for_workers(2)
         pids = client.run(os.getpid)
-        # Warm both sides (registry discovery, imports) outside the measurements.
+        # Warm both sides (registry discovery, imports, the numba kernels where installed: until
+        # they are compiled the floor answers) outside the measurements.
+        client.run(_warm_numba)
+        _warm_numba()
         sad.maximum_filter(generated(1, (64, 64), (32, 32)), 3).sum().compute()
         ops.maximum_filter(np.ones((64, 64), np.float32), 3)
 

@@ -17,12 +17,15 @@ to import.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Final
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
 
 from ._errors import BackendOutOfMemory, describe
 
-__all__ = ["HOST_PASS_BYTES", "cpu_threads", "pass_budget", "tiled"]
+__all__ = ["HOST_PASS_BYTES", "cpu_threads", "pass_budget", "run_parts", "tiled"]
+
+_T = TypeVar("_T")
 
 def cpu_threads(most: int = 8) -> int:
     """Threads a CPU backend's call may use: the CPUs this process may run on, at most ``most``, and
@@ -40,6 +43,53 @@ def cpu_threads(most: int = 8) -> int:
     if wanted.isdigit() and int(wanted) > 0:
         available = min(available, int(wanted))
     return max(1, min(most, available))
+
+
+_pool: Any = None  # a concurrent.futures.ThreadPoolExecutor, created on first use
+_pool_lock = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    # A forked child inherits the pool object but not its threads: submitting to it would wait for
+    # ever. The child builds its own on first use.
+    global _pool, _pool_lock  # noqa: PLW0603  # resetting the module's lazily created pool
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def run_parts(work: Callable[..., _T], parts: Sequence[tuple[Any, ...]]) -> list[_T]:
+    """``[work(*part) for part in parts]``, the first in the calling thread and the others side by
+    side in one process-wide pool of :func:`cpu_threads` threads (for work that releases the GIL:
+    NumPy's loops, numba's ``nogil`` kernels).
+
+    One pool for every CPU backend, created on first use and rebuilt in a forked child. ``work``
+    must not itself call :func:`run_parts` (a pool waiting on its own queue could wait for ever).
+
+    :returns: the results in the order of ``parts``; the first exception raised, after every
+        part has finished.
+    """
+    global _pool  # noqa: PLW0603  # one lazily created pool per process, shared by all calls
+    if len(parts) <= 1:
+        return [work(*part) for part in parts]
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor  # only where a call runs in parts
+
+                _pool = ThreadPoolExecutor(max_workers=cpu_threads(), thread_name_prefix="spacr-accel-cpu")
+    futures = [_pool.submit(work, *part) for part in parts[1:]]
+    try:
+        first = work(*parts[0])
+    finally:
+        rest = [future.exception() for future in futures]  # wait for all: they write into shared output
+    for problem in rest:
+        if problem is not None:
+            raise problem
+    return [first, *(future.result() for future in futures)]
 
 
 HOST_PASS_BYTES: Final = 64 << 20

@@ -7,8 +7,7 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-
-from ._pool import WORKERS, run_all
+from spacr_accel_core.tiling import cpu_threads, run_parts
 
 _MIN_THREADED_PIXELS = 1 << 18  # below this a thread hand-off costs more than it saves
 _BLOCK_BYTES = 32 << 20
@@ -39,9 +38,9 @@ def window_maximum(kernels: ModuleType, field: np.ndarray, size: int) -> np.ndar
         field.flags.writeable = False
     out = np.empty((height, width), dtype=np.float32)
     blocks = -(-height // block)
-    threads = 1 if height * width < _MIN_THREADED_PIXELS else min(WORKERS, blocks)
+    threads = 1 if height * width < _MIN_THREADED_PIXELS else min(cpu_threads(), blocks)
     per = -(-blocks // threads)
     parts = [(field, out, down, across, first * block, min(height, (first + per) * block))
              for first in range(0, blocks, per)]
-    run_all(kernels.filter_band, parts)
+    run_parts(kernels.filter_band, parts)
     return out

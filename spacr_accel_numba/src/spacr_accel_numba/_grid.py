@@ -19,8 +19,7 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-
-from ._pool import WORKERS, run_all
+from spacr_accel_core.tiling import cpu_threads, run_parts
 
 DIMENSIONS = 3
 """Most coordinates the grid takes."""
@@ -79,11 +78,11 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
     if count == 0:
         return found, squared
     scale = max(float(np.abs(target).max()), float(np.abs(source).max()), 1e-300)
-    threads = 1 if count < _MIN_THREADED else WORKERS
+    threads = 1 if count < _MIN_THREADED else cpu_threads()
     bounds = np.linspace(0, count, threads + 1).astype(np.int64)
     parts = [(source, low, edge, inverse, cells, starts, order, ordered, scale * _SLACK, _MOST_CELLS,
               found, squared, int(bounds[i]), int(bounds[i + 1])) for i in range(threads)]
-    unsettled = sum(run_all(kernels.grid_query, parts))
+    unsettled = sum(run_parts(kernels.grid_query, parts))
     if unsettled:
         if unsettled * target.shape[0] > _BRUTE_PAIRS:
             raise BackendDeclined(f"{unsettled} sources lie far from every target: a tree answers them faster")

@@ -290,20 +290,27 @@ def grid_query(source, low, edge, inverse, cells, starts, order, ordered, slack,
     return unsettled
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _squared(source, i, target, j):
+    """``exact_squared`` of one pair: the float64 sum of squared differences, coordinates in order."""
+    d = source[i, 0] - target[j, 0]
+    total = d * d
+    for k in range(1, source.shape[1]):
+        d = source[i, k] - target[j, k]
+        total += d * d
+    return total
+
+
 @numba.njit(nogil=True, cache=True)
 def brute_rows(source, target, rows, found, squared):
     """Settle ``rows`` of the source by comparing them with every target (exact, lowest index)."""
-    count, dims = target.shape
+    count = target.shape[0]
     for r in range(rows.shape[0]):
         i = rows[r]
         best = np.inf
         winner = -1
         for j in range(count):
-            d = source[i, 0] - target[j, 0]
-            total = d * d
-            for k in range(1, dims):
-                d = source[i, k] - target[j, k]
-                total += d * d
+            total = _squared(source, i, target, j)
             if total < best:  # ascending j: the first of equals is kept
                 best = total
                 winner = j
@@ -324,7 +331,7 @@ def settle_rows(approx, thresholds, offset, source, target, found, squared, firs
     first among equals. The row is scanned a stride at a time, branch-free so that it vectorises
     (a row holds a handful of candidates among thousands), while the block is still in cache.
     """
-    count, dims = target.shape
+    count = target.shape[0]
     for r in range(first, stop):
         row = approx[r]
         threshold = thresholds[r]
@@ -340,11 +347,7 @@ def settle_rows(approx, thresholds, offset, source, target, found, squared, firs
                 continue
             for j in range(base, end):
                 if row[j] <= threshold:
-                    d = source[i, 0] - target[j, 0]
-                    total = d * d
-                    for k in range(1, dims):
-                        d = source[i, k] - target[j, k]
-                        total += d * d
+                    total = _squared(source, i, target, j)
                     if total < best:  # ascending j: the first of equals is kept
                         best = total
                         winner = j

@@ -15,8 +15,7 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core.exact import expansion_plan
-
-from ._pool import WORKERS, run_all
+from spacr_accel_core.tiling import cpu_threads, run_parts
 
 _F32_UNIT = float(np.finfo(np.float32).eps) / 2  # unit roundoff of an IEEE float32 GEMM
 _BLOCK_BYTES = 16 << 20  # one block of the GEMM's result: measured best of 4-32 MiB at M = 20,000
@@ -39,7 +38,7 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
     t64 = np.ascontiguousarray(target, dtype=np.float64)
     found = np.empty(n, dtype=np.int64)
     squared = np.empty(n, dtype=np.float64)
-    rows = max(WORKERS, min(n, _BLOCK_BYTES // (4 * m)))
+    rows = max(cpu_threads(), min(n, _BLOCK_BYTES // (4 * m)))
     approx = np.empty((rows, m), dtype=np.float32)
     for start in range(0, n, rows):
         stop = min(n, start + rows)
@@ -48,7 +47,7 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
         # NumPy's own minimum (SIMD, as the floor computes it), then the float32 sum the floor makes
         thresholds = block.min(axis=1)
         thresholds += plan.margin[start:stop]
-        bounds = np.linspace(0, stop - start, min(WORKERS, stop - start) + 1).astype(np.int64)
-        run_all(kernels.settle_rows, [(block, thresholds, start, s64, t64, found, squared,
+        bounds = np.linspace(0, stop - start, min(cpu_threads(), stop - start) + 1).astype(np.int64)
+        run_parts(kernels.settle_rows, [(block, thresholds, start, s64, t64, found, squared,
                                        int(bounds[i]), int(bounds[i + 1])) for i in range(len(bounds) - 1)])
     return found, squared

@@ -14,43 +14,16 @@ holding a NaN yields NaN.
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from spacr_accel_core.tiling import cpu_threads
+from spacr_accel_core.tiling import cpu_threads, run_parts
 
 _STRIPE_BYTES = 3 << 19  # measured best of 0.5-2 MiB on 4096-wide fields: less halo, still cache-sized
 _MIN_THREADED_PIXELS = 1 << 18  # below this, a thread hand-off costs more than it saves
 
 _WORKERS = cpu_threads()  # honours OMP_NUM_THREADS, as a Dask worker sets it
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _forget_pool_after_fork() -> None:
-    # A forked child inherits the pool object but not its threads: submitting to it would wait
-    # for ever. The child builds its own on first use.
-    global _pool, _pool_lock  # noqa: PLW0603  # resetting the module's lazily created pool
-    _pool = None
-    _pool_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX only
-    os.register_at_fork(after_in_child=_forget_pool_after_fork)
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool  # noqa: PLW0603  # one lazily created pool per process, shared by all calls
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="spacr-accel-maxfilter")
-    return _pool
-
-
 def _running_max(
     buffer: np.ndarray, spare: np.ndarray, length: int, size: int, axis: int, out: np.ndarray
 ) -> None:
@@ -179,8 +152,5 @@ def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
     if workers == 1:
         _stripes(field, out, radii, stripe, 0, 1)
         return out
-    futures = [_executor().submit(_stripes, field, out, radii, stripe, first, workers)
-               for first in range(workers)]
-    for future in futures:
-        future.result()
+    run_parts(_stripes, [(field, out, radii, stripe, first, workers) for first in range(workers)])
     return out
