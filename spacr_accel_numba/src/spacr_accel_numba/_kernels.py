@@ -322,28 +322,38 @@ _STRIDE = 32  # values scanned for any candidate before any is looked at one by 
 
 
 @numba.njit(nogil=True, cache=True)
-def settle_rows(approx, thresholds, offset, source, target, found, squared, first, stop):
+def _count_at_most(row, threshold):
+    hits = 0
+    for j in range(row.shape[0]):
+        hits += row[j] <= threshold
+    return hits
+
+
+@numba.njit(nogil=True, cache=True)
+def settle_rows(approx, thresholds, lowest_at, offset, source, target, found, squared, first, stop):
     """The exact winner of rows ``first:stop`` of one block of the ``|t|^2 - 2 s.t`` search.
 
     Row ``r`` of ``approx`` is source ``offset + r``; every column at or below ``thresholds[r]``
-    (the row's rounded minimum plus its margin: :class:`spacr_accel_core.exact.ExpansionPlan`) is a
-    candidate, settled by the float64 sum of squared differences in coordinate order, lowest index
-    first among equals. The row is scanned a stride at a time, branch-free so that it vectorises
-    (a row holds a handful of candidates among thousands), while the block is still in cache.
+    (the row's rounded minimum, at column ``lowest_at[r]``, plus its margin:
+    :class:`spacr_accel_core.exact.ExpansionPlan`) is a candidate, settled by the float64 sum of
+    squared differences in coordinate order, lowest index first among equals. One vectorised pass
+    counts the candidates; almost always the minimum is the only one and is the answer, and only
+    otherwise is the row walked (a stride at a time, skipping strides without a candidate).
     """
     count = target.shape[0]
     for r in range(first, stop):
         row = approx[r]
         threshold = thresholds[r]
         i = offset + r
+        if _count_at_most(row, threshold) == 1:
+            found[i] = lowest_at[r]
+            squared[i] = _squared(source, i, target, lowest_at[r])
+            continue
         best = np.inf
         winner = -1
         for base in range(0, count, _STRIDE):
             end = min(count, base + _STRIDE)
-            hits = 0
-            for j in range(base, end):
-                hits += row[j] <= threshold
-            if hits == 0:
+            if _count_at_most(row[base:end], threshold) == 0:
                 continue
             for j in range(base, end):
                 if row[j] <= threshold:

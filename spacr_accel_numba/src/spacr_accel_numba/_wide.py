@@ -3,8 +3,9 @@ sources, settled in the same pass that finds each row's candidates.
 
 WHY FUSED. The NumPy floor's matrix path makes three more passes over each ``(rows, M)`` block
 after the GEMM (the row minimum, the comparison with the margin, the candidates' positions). Here the
-block is kept small enough to stay in the CPU's cache; NumPy's SIMD minimum gives each row's
-threshold, and one compiled pass settles the candidates exactly (:func:`._kernels.settle_rows`).
+block is kept small enough to stay in the CPU's cache; NumPy's SIMD argmin gives each row's
+minimum and threshold, and one compiled pass counts the candidates, almost always the minimum
+alone, which is then the answer (:func:`._kernels.settle_rows` walks the row otherwise).
 The GEMM is NumPy's (the BLAS's threads).
 """
 
@@ -44,10 +45,11 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
         stop = min(n, start + rows)
         block = approx[:stop - start]
         np.matmul(plan.left[start:stop], plan.right, out=block)
-        # NumPy's own minimum (SIMD, as the floor computes it), then the float32 sum the floor makes
-        thresholds = block.min(axis=1)
+        # NumPy's own SIMD argmin; the threshold is the float32 sum the floor makes (minimum + margin)
+        lowest_at = block.argmin(axis=1)
+        thresholds = block[np.arange(stop - start), lowest_at]
         thresholds += plan.margin[start:stop]
         bounds = np.linspace(0, stop - start, min(cpu_threads(), stop - start) + 1).astype(np.int64)
-        run_parts(kernels.settle_rows, [(block, thresholds, start, s64, t64, found, squared,
+        run_parts(kernels.settle_rows, [(block, thresholds, lowest_at, start, s64, t64, found, squared,
                                        int(bounds[i]), int(bounds[i + 1])) for i in range(len(bounds) - 1)])
     return found, squared
