@@ -1,0 +1,74 @@
+"""The warm-up: no call waits for numba; the floor answers until a kernel is compiled; a failure to
+compile makes the backend decline with the reason, and a missing numba makes it unusable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from spacr_accel_numba import _plugin
+
+_ONLY_CPU = {**os.environ, "SPACR_ACCEL_DISABLE": "torch,cupy,opencv,openvino"}
+
+
+def _run(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=_ONLY_CPU, timeout=300, check=True)
+    return done.stdout.splitlines()
+
+
+def test_the_first_call_is_answered_by_the_floor_and_imports_no_numba() -> None:
+    lines = _run("""
+        import sys, numpy as np
+        from spacr_accel_core import ops, last_dispatch
+        field = np.ones((64, 64), np.float32)
+        ops.maximum_filter(field, 3)
+        first = last_dispatch()
+        print(first.backend)
+        print(dict(first.declined).get("numba", ""))
+        print("numba" in sys.modules)  # the warm-up waits half a second before it imports numba
+        import spacr_accel_numba
+        print(spacr_accel_numba.warm(timeout=240))
+        ops.maximum_filter(field, 3)
+        print(last_dispatch().backend)
+    """)
+    assert lines[0] == "numpy"
+    assert "still compiling" in lines[1]
+    assert lines[2:] == ["False", "True", "numba"]
+
+
+def test_a_failure_to_compile_is_a_decline_with_the_reason() -> None:
+    lines = _run("""
+        import numpy as np
+        from spacr_accel_core import ops, last_dispatch, plugins, refresh
+        from spacr_accel_numba import _warm
+        def broken(kernels):
+            raise RuntimeError("LLVM is not here")
+        _warm._jobs = lambda: [("filter:float32", broken)]
+        print(_warm.warm(timeout=240), _warm.failure())
+        field = np.ones((8, 8), np.float32)
+        ops.maximum_filter(field, 3)
+        print(last_dispatch().backend, "|", dict(last_dispatch().declined)["numba"])
+        try:
+            ops.maximum_filter(field, 3, backend="numba")
+        except RuntimeError as exc:
+            print(type(exc).__name__, "|", exc)
+        refresh()
+        print(next(r for r in plugins() if r.name == "numba").reason)
+    """)
+    assert lines[0] == "False RuntimeError: LLVM is not here"
+    # asked what it is only now, after the failure, it says it is unusable, and why
+    assert lines[1] == "numpy | unusable: numba could not compile here (RuntimeError: LLVM is not here)"
+    assert lines[2].startswith("BackendUnavailable |") and "LLVM is not here" in lines[2]
+    assert "numba could not compile here" in lines[3]
+
+
+def test_without_numba_the_backend_is_unusable_and_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_plugin.importlib.util, "find_spec", lambda name: None)
+    info = _plugin.spacr_accel_backend_info()
+    assert info.usable is False and "numba is not installed" in info.note
+    assert (info.name, info.priority, info.accelerated) == ("numba", 120.0, False)
