@@ -41,6 +41,7 @@ __all__ = [
     "register",
     "unregister",
     "use",
+    "warm_up",
 ]
 
 
@@ -80,3 +81,29 @@ def unregister(name: str) -> None:
 def last_dispatch() -> Dispatch | None:
     """Which backend served the last operation on this thread, and why the ones above declined."""
     return REGISTRY.last_dispatch()
+
+
+def warm_up(*backends: str, timeout: float = 120.0) -> dict[str, bool]:
+    """Have backends build now what they build lazily, and wait for it (``spacr_accel_warm_up``).
+
+    A backend that compiles its kernels in the background (numba) declines calls until they are
+    ready, and the next backend answers: right for a pipeline, wrong for a benchmark or a test of
+    that backend. Never raises: a plugin whose hook raises, or does not answer within ``timeout``
+    (plus a grace of 5 s), is reported not ready.
+
+    :param backends: only these plugins; none given: every plugin that implements the hook.
+    :param timeout: seconds each plugin may wait.
+    :returns: ``{plugin name: ready}`` for each plugin that implements the hook (the others build
+        nothing lazily, so they are absent).
+    """
+    from functools import partial
+
+    from ._bounded import bounded
+
+    ready: dict[str, bool] = {}
+    for name, call in REGISTRY.hookimpls("spacr_accel_warm_up"):
+        if backends and name not in backends:
+            continue
+        outcome = bounded(partial(call, timeout=timeout), timeout + 5.0, f"warm_up {name}")
+        ready[name] = not outcome.timed_out and outcome.error is None and outcome.value is True
+    return ready

@@ -80,6 +80,17 @@ def spacr_accel_empty_cache(torch: ModuleType | None, found: Accelerator) -> str
 
 
 @hookspec
+def spacr_accel_warm_up(timeout: float) -> bool:  # type: ignore[empty-body]  # a specification has no body
+    """Build now what this backend otherwise builds lazily (compiled kernels, a device context), and
+    wait for it at most ``timeout`` seconds. Optional; never called by dispatch, only by
+    :func:`spacr_accel_core.warm_up` (``spacr-accel bench`` calls it before timing anything).
+
+    :param timeout: seconds to wait at most.
+    :returns: whether everything is ready now.
+    """
+
+
+@hookspec
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:  # type: ignore[empty-body]  # a specification has no body
     """The maximum of every ``size`` x ``size`` window, edges repeating the border pixel.
 

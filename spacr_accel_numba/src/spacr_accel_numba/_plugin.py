@@ -56,6 +56,12 @@ def spacr_accel_backend_info() -> BackendInfo:
 
 
 @hookimpl
+def spacr_accel_warm_up(timeout: float) -> bool:
+    """Compile (or load from numba's cache) every kernel now, waiting at most ``timeout`` seconds."""
+    return _warm.warm(timeout)
+
+
+@hookimpl
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     dtype = field.dtype
     if dtype not in _FILTERED:

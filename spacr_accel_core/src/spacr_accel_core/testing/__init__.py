@@ -47,7 +47,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins
+from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins, warm_up
 from .._errors import describe
 
 __all__ = [
@@ -318,6 +318,13 @@ class BackendConformance:
 
     backend: ClassVar[str]
     """The plugin name to force."""
+
+    @pytest.fixture(autouse=True, scope="class")
+    @classmethod
+    def _warmed_up(cls) -> None:
+        """A backend that builds its kernels lazily declines until they are ready, which would test
+        the next backend instead: it is asked to get ready first (``spacr_accel_warm_up``)."""
+        warm_up(cls.backend)
 
     # ---- what the registry says about the plugin ----------------------------------------------
 
