@@ -14,14 +14,8 @@ from types import ModuleType
 
 import numpy as np
 
-from spacr_accel_core import BackendDeclined
-
-from ._filter import window_maximum as _window_maximum
-from ._grid import DIMENSIONS as _DIMENSIONS
-from ._grid import search as _search
+from ._plugin import filtered, nearest_squared
 from ._warm import failure, warm
-from ._wide import WIDE as _WIDE
-from ._wide import search as _search_wide
 
 __all__ = ["failure", "nearest", "warm", "window_maximum"]
 
@@ -32,9 +26,9 @@ def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
     :param field: non-empty 2-D float32, uint8 or uint16.
     :param size: odd window edge, at least 3.
     :returns: a new float32 array (zeros are ``+0.0``).
-    :raises RuntimeError: numba cannot compile here, or the window is too tall for the kernel.
+    :raises RuntimeError: numba cannot compile here, another dtype, or a window too tall for the kernel.
     """
-    return _window_maximum(_ready(f"filter:{np.dtype(field.dtype)}"), field, size)
+    return filtered(field, size, _ready)
 
 
 def nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,17 +40,12 @@ def nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndar
     :raises RuntimeError: numba cannot compile here, the grid declines these points, or D is
         between 4 and 15 (a tree's range: the NumPy floor's).
     """
-    if source.shape[1] >= _WIDE:
-        return _search_wide(_ready("nearest:wide"), source, target)
-    if source.shape[1] > _DIMENSIONS:
-        raise BackendDeclined(f"{source.shape[1]} coordinates: neither the grid (at most {_DIMENSIONS}) nor "
-                              f"the matrix search (from {_WIDE})")
-    kernels = _ready("nearest")
-    return _search(kernels, np.ascontiguousarray(source, np.float64), np.ascontiguousarray(target, np.float64))
+    return nearest_squared(source, target, _ready)
 
 
 def _ready(name: str) -> ModuleType:
-    from . import _warm as state
+    """The kernels, once every one is compiled (or the reason they cannot be)."""
+    warm()
+    from ._warm import kernels_for
 
-    state.warm()
-    return state.kernels_for(name)
+    return kernels_for(name)

@@ -9,7 +9,9 @@ which discovery must not pay). The kernels are compiled in the background from t
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import replace
+from types import ModuleType
 from typing import Final
 
 import numpy as np
@@ -32,9 +34,9 @@ accelerated backend (CuPy 200, torch 300): a usable GPU still wins."""
 SPACR_ACCEL_BACKEND: Final = BackendInfo(name=NAME, priority=PRIORITY, accelerated=False)
 """What this plugin is, read by the core without a call."""
 
-SPACR_ACCEL_FIELD_DTYPES: Final = ("uint8", "uint16")
-"""Camera fields filtered in their own dtype (compiled for these two); the core casts an int8 or
-int16 field to float32 for this plugin."""
+SPACR_ACCEL_FIELD_DTYPES: Final = tuple(name for name in _warm.FIELD_DTYPES if name != "float32")
+"""Camera fields filtered in their own dtype (the ones the filter is compiled for: uint8, uint16);
+the core casts an int8 or int16 field to float32 for this plugin."""
 
 SPACR_ACCEL_POSITIVE_ZEROS: Final = True
 """The kernel writes ``maximum + 0.0`` (a float field) or the exact cast of an integer, so a maximum
@@ -63,22 +65,34 @@ def spacr_accel_warm_up(timeout: float) -> bool:
 
 @hookimpl
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    dtype = field.dtype
-    if dtype not in _FILTERED:
-        raise BackendDeclined(f"the filter is compiled for {', '.join(_warm.FIELD_DTYPES)}, not {dtype}")
-    return window_maximum(_warm.kernels_for(f"filter:{dtype}"), field, size)
+    return filtered(field, size, _warm.kernels_for)
 
 
 @hookimpl
 def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    index, squared = nearest_squared(source, target, _warm.kernels_for)
+    return index, distances(squared)
+
+
+def filtered(field: np.ndarray, size: int, kernels_for: Callable[[str], ModuleType]) -> np.ndarray:
+    """The filter on the kernel compiled for ``field``'s dtype (``kernels_for`` gets it: declining
+    while it compiles, for dispatch; waiting, for :func:`spacr_accel_numba.window_maximum`)."""
+    dtype = field.dtype
+    if dtype not in _FILTERED:
+        raise BackendDeclined(f"the filter is compiled for {', '.join(_warm.FIELD_DTYPES)}, not {dtype}")
+    return window_maximum(kernels_for(f"filter:{dtype}"), field, size)
+
+
+def nearest_squared(source: np.ndarray, target: np.ndarray,
+                    kernels_for: Callable[[str], ModuleType]) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest targets and float64 squared distances by the method for the width: the grid up to
+    :data:`DIMENSIONS` coordinates, the matrix search from :data:`WIDE`; a tree's range between is
+    declined (the NumPy floor answers it)."""
     width = source.shape[1]
     if width >= WIDE:
-        index, squared = search_wide(_warm.kernels_for("nearest:wide"), source, target)
-        return index, distances(squared)
+        return search_wide(kernels_for("nearest:wide"), source, target)
     if width > DIMENSIONS:
         raise BackendDeclined(f"the grid takes at most {DIMENSIONS} coordinates and the matrix search pays "
                               f"from {WIDE}; {width} go to a tree")
-    kernels = _warm.kernels_for("nearest")
-    index, squared = search(kernels, np.ascontiguousarray(source, dtype=np.float64),
-                            np.ascontiguousarray(target, dtype=np.float64))
-    return index, distances(squared)
+    return search(kernels_for("nearest"), np.ascontiguousarray(source, dtype=np.float64),
+                  np.ascontiguousarray(target, dtype=np.float64))
