@@ -53,18 +53,16 @@ def _pair_out(src, out, n, step):
 
 
 @numba.njit(nogil=True, cache=True)
-def _across(row, out, padded, spare, radius):
-    """``out`` = the ``2 radius + 1`` wide running maximum of ``row``, its ends repeated, by
-    doubling: the maximum over 2w is that of two overlapping w-maxima (width 15: four passes)."""
-    width = row.shape[0]
+def _across(padded, out, spare, width, radius):
+    """``out`` = the ``2 radius + 1`` wide running maximum of the row held in
+    ``padded[radius:radius + width]``, its ends repeated, by doubling: the maximum over 2w is that
+    of two overlapping w-maxima (width 15: four passes). The caller writes the row straight into
+    ``padded`` (one copy fewer per row)."""
     size = 2 * radius + 1
-    first, last = row[0], row[width - 1]
+    first, last = padded[radius], padded[radius + width - 1]
     for x in range(radius):
         padded[x] = first
         padded[radius + width + x] = last
-    middle = padded[radius:radius + width]
-    for x in range(width):
-        middle[x] = row[x]
     length = width + 2 * radius
     reached = 1
     flipped = False
@@ -96,9 +94,11 @@ def filter_band(field, out, down, across, first_row, stop_row):
     k = 2 * down + 1
     suffix = np.empty((k, width), field.dtype)
     prefix = np.empty((k, width), field.dtype)
-    column = np.empty(width, field.dtype)
     padded = np.empty(width + 2 * across, field.dtype)
     spare = np.empty(width + 2 * across, field.dtype)
+    # The column maximum goes straight into the padded row the across pass reads, or, with no
+    # across pass, through the float32 cast into ``out``.
+    middle = padded[across:across + width]
     for block in range(first_row // k, (stop_row - 1) // k + 1):
         top = block * k - down  # the block's first row, in edge-repeated coordinates
         for j in range(k - 1, -1, -1):
@@ -123,20 +123,25 @@ def filter_band(field, out, down, across, first_row, stop_row):
                     dst[x] = _largest(above[x], src[x])
         for y in range(max(first_row, block * k), min(stop_row, (block + 1) * k)):
             j = y - block * k
-            if j == 0:
-                whole = suffix[0]
-            else:
-                tail = suffix[j]
-                head = prefix[j - 1]
-                for x in range(width):
-                    column[x] = _largest(tail[x], head[x])
-                whole = column
+            tail = suffix[j]
             if across == 0:
                 target = out[y]
+                if j == 0:
+                    for x in range(width):
+                        target[x] = np.float32(tail[x]) + np.float32(0.0)
+                else:
+                    head = prefix[j - 1]
+                    for x in range(width):
+                        target[x] = np.float32(_largest(tail[x], head[x])) + np.float32(0.0)
+                continue
+            if j == 0:
                 for x in range(width):
-                    target[x] = np.float32(whole[x]) + np.float32(0.0)
+                    middle[x] = tail[x]
             else:
-                _across(whole, out[y], padded, spare, across)
+                head = prefix[j - 1]
+                for x in range(width):
+                    middle[x] = _largest(tail[x], head[x])
+            _across(padded, out[y], spare, width, across)
     return 0
 
 
