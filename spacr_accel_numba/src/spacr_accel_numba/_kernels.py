@@ -359,6 +359,20 @@ def _minnum_typing(typingctx, a, b):
 _lesser = typing.cast("Callable[[np.float32, np.float32], np.float32]", numba.extending.intrinsic(_minnum_typing))
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _chunk_lows(row, lows, lowest):
+    """Each :data:`_CHUNK` columns' minimum of ``row`` into ``lows``, in one vectorised pass;
+    returns the smaller of ``lowest`` and the row's own minimum."""
+    width = row.shape[0]
+    for c in range(lows.shape[0]):
+        chunk_low = np.float32(np.inf)
+        for j in range(c * _CHUNK, min(width, (c + 1) * _CHUNK)):
+            chunk_low = _lesser(chunk_low, row[j])
+        lows[c] = chunk_low
+        lowest = _lesser(lowest, chunk_low)
+    return lowest
+
+
 @numba.njit(nogil=True, cache=True)
 def settle_rows(approx, margin, offset, source, target, found, squared, first, stop):
     """The exact winner of rows ``first:stop`` of one block of the ``|t|^2 - 2 s.t`` search.
@@ -380,13 +394,7 @@ def settle_rows(approx, margin, offset, source, target, found, squared, first, s
     for r in range(first, stop):
         row = approx[r]
         i = offset + r
-        lowest = np.float32(np.inf)
-        for c in range(chunks):
-            chunk_low = np.float32(np.inf)
-            for j in range(c * _CHUNK, min(count, (c + 1) * _CHUNK)):
-                chunk_low = _lesser(chunk_low, row[j])
-            lows[c] = chunk_low
-            lowest = _lesser(lowest, chunk_low)
+        lowest = _chunk_lows(row, lows, np.float32(np.inf))
         threshold = lowest + margin[i]
         best = np.inf
         winner = -1
@@ -424,13 +432,7 @@ def absorb_tile(tile, column, margin, offset, lowest, held_at, held_value, held,
     lows = np.empty(chunks, dtype=np.float32)
     for r in range(first, stop):
         row = tile[r]
-        lowest_here = lowest[r]
-        for c in range(chunks):
-            chunk_low = np.float32(np.inf)
-            for j in range(c * _CHUNK, min(width, (c + 1) * _CHUNK)):
-                chunk_low = _lesser(chunk_low, row[j])
-            lows[c] = chunk_low
-            lowest_here = _lesser(lowest_here, chunk_low)
+        lowest_here = _chunk_lows(row, lows, lowest[r])
         lowest[r] = lowest_here
         count = held[r]
         if count < 0:
