@@ -96,8 +96,7 @@ def filter_band(field, out, down, across, first_row, stop_row):
     prefix = np.empty((k, width), field.dtype)
     padded = np.empty(width + 2 * across, field.dtype)
     spare = np.empty(width + 2 * across, field.dtype)
-    # The column maximum goes straight into the padded row the across pass reads, or, with no
-    # across pass, through the float32 cast into ``out``.
+    # The column maximum goes straight into the padded row the across pass reads.
     middle = padded[across:across + width]
     for block in range(first_row // k, (stop_row - 1) // k + 1):
         top = block * k - down  # the block's first row, in edge-repeated coordinates
@@ -124,16 +123,6 @@ def filter_band(field, out, down, across, first_row, stop_row):
         for y in range(max(first_row, block * k), min(stop_row, (block + 1) * k)):
             j = y - block * k
             tail = suffix[j]
-            if across == 0:
-                target = out[y]
-                if j == 0:
-                    for x in range(width):
-                        target[x] = np.float32(tail[x]) + np.float32(0.0)
-                else:
-                    head = prefix[j - 1]
-                    for x in range(width):
-                        target[x] = np.float32(_largest(tail[x], head[x])) + np.float32(0.0)
-                continue
             if j == 0:
                 for x in range(width):
                     middle[x] = tail[x]
@@ -141,7 +130,12 @@ def filter_band(field, out, down, across, first_row, stop_row):
                 head = prefix[j - 1]
                 for x in range(width):
                     middle[x] = _largest(tail[x], head[x])
-            _across(padded, out[y], spare, width, across)
+            if across == 0:  # a one-column field: no across pass, only the cast
+                target = out[y]
+                for x in range(width):
+                    target[x] = np.float32(middle[x]) + np.float32(0.0)
+            else:
+                _across(padded, out[y], spare, width, across)
     return 0
 
 
