@@ -45,9 +45,13 @@ _FLOAT64_EXACT = 1 << 53  # every integer below this, and every sum of such, is 
 _INT64_SAFE = 1 << 62  # every partial sum stays inside int64, and its float64 rounding too
 
 
-def _largest_magnitude(array: np.ndarray) -> int:
-    """``max |x|`` over an integer (or bool) array, as a Python int (``np.abs`` overflows int64's min)."""
-    return max(int(array.max()), -int(array.min()))
+def _largest_magnitude(array: np.ndarray) -> int | float:
+    """``max |x|`` without an ``np.abs`` copy (which also overflows int64's min): a Python int for
+    an integer (or bool) array, a float otherwise; 0 for an empty array."""
+    if array.size == 0:
+        return 0
+    exact = int if array.dtype.kind in "biu" else float
+    return max(exact(array.max()), -exact(array.min()))
 
 
 def integer_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -248,13 +252,6 @@ def distinct_rows(points: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return firsts[rank].astype(np.int64, copy=False), owner
 
 
-def _magnitude(points: np.ndarray) -> float:
-    """The largest absolute coordinate (0 for no points), without an ``np.abs`` copy."""
-    if points.size == 0:
-        return 0.0
-    return max(float(points.max()), -float(points.min()))
-
-
 @dataclass(frozen=True)
 class ExpansionPlan:
     """The operands of the ``|t|^2 - 2 s.t`` search and the error bound of its result.
@@ -317,7 +314,7 @@ def expansion_plan(source: np.ndarray, target: np.ndarray, work_dtype: Any,
     t_centred -= centre
     s_centred = source.astype(np.float64)
     s_centred -= centre
-    largest = max(_magnitude(s_centred), _magnitude(t_centred))
+    largest = float(max(_largest_magnitude(s_centred), _largest_magnitude(t_centred)))
     if largest > 0:
         scale = 2.0 ** -np.floor(np.log2(largest))
         s_centred *= scale

@@ -1,6 +1,6 @@
 """The compiled loops: imported only by the background warm-up (it imports numba, ~0.4 s).
 
-Every function here is ``nogil`` (the Python drivers in :mod:`._filter` and :mod:`._grid` split
+Every function here is ``nogil`` (the Python drivers in :mod:`._filter`, :mod:`._grid` and :mod:`._wide` split
 the work between threads) and cached on disk (``cache=True``), so a later process loads the
 machine code instead of compiling it again.
 
