@@ -1,6 +1,6 @@
 """Exact nearest neighbours in torch: a fast float search for candidates, an exact float64 verdict.
 
-WHY NOT THE SEED'S ``cdist``. ``cdist`` + ``argmin`` on 4096-row chunks computes all N x M
+WHY NOT ``cdist``. The plain ``cdist`` + ``argmin`` on 4096-row chunks computes all N x M
 distances: 73 s for 100,000 x 100,000 points in 2-D on this project's 2-core CPU, and on a card
 40 GB of distances written and read back. It is not exact either: float32 rounding picks the wrong
 neighbour hundreds of times in 100,000, and ``argmin`` over rounded ties is not "lowest index".
@@ -177,7 +177,9 @@ def _tile_order(points: torch.Tensor, block: int) -> torch.Tensor:
         order = order[by_value]
         groups = by_value // group_size  # by_value holds each point's previous position
         order = order[torch.argsort(groups, stable=True)]
-        group_size = block * per_axis ** (dims - axis - 1)
+        # Python integers, capped at the count: at many coordinates the product outgrows int64 (64
+        # points times 2**58 slabs at D=59), and a group of at least ``count`` is one group anyway.
+        group_size = min(count, block * per_axis ** (dims - axis - 1))
     return order
 
 
