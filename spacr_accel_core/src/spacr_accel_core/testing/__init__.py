@@ -97,25 +97,43 @@ def assert_same_field(got: np.ndarray, expected: np.ndarray) -> None:
     assert not differ.any(), f"{int(differ.sum())} pixels differ, first at {np.argwhere(differ)[0].tolist()}"
 
 
-def reference_nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def reference_nearest(source: np.ndarray, target: np.ndarray, *,
+                      memory: int = 64 * 2**20) -> tuple[np.ndarray, np.ndarray]:
     """The contract's nearest neighbours, plainly: every pair, float64, coordinates in order.
 
     Deliberately written out here rather than built on :mod:`spacr_accel_core.exact`, which the
     shipped backends use: a reference that shared their code would share their bugs.
 
+    The pairs are taken a block of source rows at a time, so a large check (7,000 x 50,000 pairs)
+    holds ``memory`` bytes of distances rather than all of them (9 GB). Each row's distances are
+    the same operations whatever the block, so the answers do not depend on it.
+
     :param source: ``(N, D)`` points (taken as float32, like the ops do).
     :param target: ``(M, D)`` points.
+    :param memory: bytes of float64 distances (and one difference) held at once; bounds the
+        reference's memory on a laptop. At least one source row is always taken.
     :returns: int64 indices (first minimum: the lowest index on a tie) and float32 distances.
+    :raises ValueError: ``memory`` is not positive.
     """
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0:
+        raise ValueError(f"memory must be a positive number of bytes, got {memory!r}")
     s = np.asarray(source).astype(np.float32).astype(np.float64)
     t = np.asarray(target).astype(np.float32).astype(np.float64)
     if t.shape[0] == 0:
         return np.full(s.shape[0], -1, np.int64), np.full(s.shape[0], np.inf, np.float32)
-    squared = np.zeros((s.shape[0], t.shape[0]))
-    for axis in range(s.shape[1]):
-        squared += np.square(s[:, None, axis] - t[None, :, axis])
-    index = np.argmin(squared, axis=1).astype(np.int64)
-    best = squared[np.arange(s.shape[0]), index]
+    index = np.empty(s.shape[0], np.int64)
+    best = np.empty(s.shape[0], np.float64)
+    rows = max(1, memory // (2 * 8 * t.shape[0]))  # the running sum and one squared difference
+    for start in range(0, s.shape[0], rows):
+        block = s[start:start + rows]
+        squared = np.zeros((block.shape[0], t.shape[0]))
+        for axis in range(s.shape[1]):
+            square = block[:, None, axis] - t[None, :, axis]
+            np.square(square, out=square)
+            squared += square
+        found = np.argmin(squared, axis=1)
+        index[start:start + rows] = found
+        best[start:start + rows] = squared[np.arange(block.shape[0]), found]
     return index, np.sqrt(best).astype(np.float32)
 
 
