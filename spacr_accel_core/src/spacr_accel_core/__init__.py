@@ -16,9 +16,10 @@ from ._errors import (
     NoBackendError,
     PluginFault,
 )
+from ._declaration import Declaration, Setting
 from ._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
-from ._records import BackendInfo, Dispatch, PluginStatus
-from ._registry import REGISTRY, Registry, use
+from ._records import BackendInfo, Dispatch, HostDevice, PluginStatus
+from ._registry import REGISTRY, Registry, cpu_requested, use
 
 __all__ = [
     "API_VERSION",
@@ -28,11 +29,15 @@ __all__ = [
     "BackendInfo",
     "BackendOutOfMemory",
     "BackendUnavailable",
+    "Declaration",
     "Dispatch",
+    "HostDevice",
     "NoBackendError",
     "PluginFault",
     "PluginStatus",
     "Registry",
+    "Setting",
+    "cpu_requested",
     "hookimpl",
     "hookspec",
     "last_dispatch",

@@ -25,7 +25,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from . import last_dispatch, ops
+from . import _checks, last_dispatch, ops
 
 _NUMERIC_KINDS = frozenset("biuf")
 _F32 = np.dtype(np.float32)
@@ -229,8 +229,8 @@ def _dask(value: Any, name: str) -> da.Array:
 
 
 # One rule, one message: the in-memory checks are the ops' own.
-_memory = ops._numeric
-_integer = ops._integer
+_memory = _checks._numeric
+_integer = _checks._integer
 
 
 def _known(array: da.Array, name: str, axes: tuple[int, ...]) -> None:
@@ -270,7 +270,7 @@ def _maximum_filter_block(block: np.ndarray, window: int, gpu: bool, backend: st
 
 def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
     """See :func:`spacr_accel_core.dask.maximum_filter`."""
-    ops._options(gpu, backend)
+    _checks._options(gpu, backend)
     array = _dask(field, "field")
     if array.ndim < 2:
         raise ValueError(
@@ -318,7 +318,7 @@ def _matmul_block(first: np.ndarray, second: np.ndarray, gpu: bool, backend: str
 
 def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
     """See :func:`spacr_accel_core.dask.matmul`."""
-    ops._options(gpu, backend)
+    _checks._options(gpu, backend)
     a = _dask(first, "first")
     b = _sole_chunk(second, 0) if isinstance(second, da.Array) else None
     if b is not None:
@@ -381,7 +381,7 @@ def _field_of(pairs: np.ndarray, name: str) -> np.ndarray:
 def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: str | None = None,
                        chunk: Any = ops.CHUNK) -> tuple[da.Array, da.Array]:
     """See :func:`spacr_accel_core.dask.nearest_neighbours`."""
-    ops._options(gpu, backend)
+    _checks._options(gpu, backend)
     src = _dask(source, "source")
     if src.ndim != 2:
         raise ValueError(f"source must be a 2-D (points, coordinates) array, got shape {src.shape}")
@@ -395,7 +395,7 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: s
         tgt_shape = tgt_memory.shape
     if len(tgt_shape) != 2:
         raise ValueError(f"target must be a 2-D (points, coordinates) array, got shape {tgt_shape}")
-    rows = ops._widths_and_chunk(src.shape, tgt_shape, chunk)
+    rows = _checks._widths_and_chunk(src.shape, tgt_shape, chunk)
     _known(src, "source", (1,))
     if lazy:
         tgt = tgt_lazy.rechunk(-1)

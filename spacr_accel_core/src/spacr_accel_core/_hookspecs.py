@@ -18,18 +18,18 @@ from types import ModuleType
 import numpy as np
 
 from ._markers import hookspec
-from ._records import Accelerator, BackendInfo
+from ._records import Accelerator, BackendInfo, HostDevice
 
 
 @hookspec(firstresult=True)
 def spacr_accel_backend_info() -> BackendInfo:  # type: ignore[empty-body]  # a specification has no body
-    """Describe this plugin: name, priority, whether it needs a device, whether it can run now.
+    """Whether this plugin can run here now, and what on (what it IS, its declaration says).
 
-    Called once per process at discovery (and again after :func:`spacr_accel_core.refresh`).
-    It may import the plugin's library to answer ``usable``; a ``RuntimeError`` here marks the plugin
-    unusable with that reason, anything else marks it faulty. It runs while the registry is being
-    built, so it must not call the ops or :func:`~spacr_accel_core.accelerator.resolve` (both wait
-    for the registry); ask your own library, bounded with
+    Asked lazily, the first time the plugin is next in line, once per process (again after
+    :func:`spacr_accel_core.refresh`), bounded like a probe. It may import the plugin's library to
+    answer; a ``RuntimeError`` here marks the plugin unusable with that reason, anything else
+    marks it faulty. It must not call the ops or :func:`~spacr_accel_core.accelerator.resolve`
+    (both may be waiting for this answer); ask your own library, bounded with
     :func:`~spacr_accel_core.accelerator.call_bounded` if a driver might hang.
     """
 
@@ -91,42 +91,88 @@ def spacr_accel_warm_up(timeout: float) -> bool:  # type: ignore[empty-body]  # 
 
 
 @hookspec
-def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:  # type: ignore[empty-body]  # a specification has no body
-    """The maximum of every ``size`` x ``size`` window, edges repeating the border pixel.
+def spacr_accel_host_devices() -> Sequence[HostDevice]:  # type: ignore[empty-body]  # a specification has no body
+    """Compute silicon this plugin knows is present, found without initialising any device.
 
-    :param field: a non-empty 2-D float32 array (may be non-contiguous; never modify it). A plugin
-        whose module declares ``SPACR_ACCEL_FIELD_DTYPES`` (a tuple of names from ``"uint8"``,
-        ``"int8"``, ``"uint16"``, ``"int16"``) also receives fields of those dtypes unconverted, so
-        it can filter a camera field in its own type (a half or a quarter of the bytes) and cast
-        once; every other field, and every field for a plugin without the declaration, arrives as
-        float32. The answer must equal the filter of ``field.astype(float32)`` bit for bit.
-    :param size: an odd window edge, at least 3.
-    :returns: a new float32 array of ``field.shape`` (whatever the field's dtype); a window
-        holding a NaN yields NaN.
+    The core's own answer is the operating system's inventory (PCI display and processing
+    controllers, macOS and Windows display adapters, the Qualcomm Hexagon NPU); a plugin adds what
+    only it can see. Called under the probe bound; a plugin that raises or overruns contributes
+    nothing. Entries that are not :class:`~spacr_accel_core.HostDevice` are dropped with a warning.
+
+    :returns: the records (an empty sequence when there is nothing to add).
     """
 
 
 @hookspec
-def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:  # type: ignore[empty-body]  # a specification has no body
+def spacr_accel_maximum_filter(  # type: ignore[empty-body]  # a specification has no body
+    field: np.ndarray, size: int, out: np.ndarray | None
+) -> np.ndarray:
+    """The maximum of every ``size`` x ``size`` window, edges repeating the border pixel.
+
+    :param field: a non-empty 2-D float32 array (may be non-contiguous; never modify it); a stack
+        ``(..., H, W)`` only for a plugin whose declaration says ``stacks=True`` (each field
+        filtered on its own, the window never crossing fields). A plugin that declares
+        ``field_dtypes`` also receives fields of those camera dtypes unconverted, so it can filter
+        in the narrow type and cast once. The answer must equal the filter of
+        ``field.astype(float32)`` bit for bit.
+    :param size: an odd window edge, at least 3.
+    :param out: optional (leave it out of the signature and the core copies the result in): a
+        writable C-contiguous float32 array of ``field.shape`` to write into and return, or
+        ``None`` for a new array.
+    :returns: a float32 array of ``field.shape`` (``out`` when given); a window holding a NaN
+        yields NaN.
+    """
+
+
+@hookspec
+def spacr_accel_matmul(  # type: ignore[empty-body]  # a specification has no body
+    first: np.ndarray, second: np.ndarray, out: np.ndarray | None
+) -> np.ndarray:
     """``first @ second`` with NumPy's shape rules, as float32.
 
     :param first: a non-empty real numeric array of at least one dimension.
     :param second: the same; the shapes are already checked to be compatible.
+    :param out: optional, as for ``maximum_filter``: a float32 array of the result's shape to write
+        into and return, or ``None``.
     :returns: the float32 product (a 0-d array for two vectors).
     """
 
 
 @hookspec
 def spacr_accel_nearest_neighbours(  # type: ignore[empty-body]  # a specification has no body
-    source: np.ndarray, target: np.ndarray, chunk: int
+    source: np.ndarray, target: np.ndarray, chunk: int, k: int, max_distance: float | None, metric: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of ``source`` the nearest row of ``target``, exactly, ties to the lowest index.
+    """For each row of ``source`` the ``k`` nearest rows of ``target``, exactly, ties to the lowest index.
 
-    "Nearest" is decided by the float64 sum, over the coordinates in order, of the squared
-    differences of the float32 coordinates (:func:`spacr_accel_core.testing.reference_nearest`).
+    Euclidean "nearest" is decided by the float64 sum, over the coordinates in order, of the
+    squared differences of the float32 coordinates; Hamming by the count of differing bits
+    (:mod:`spacr_accel_core.reference` holds the plain definitions).
 
-    :param source: ``(N, D)`` float32, C-contiguous, finite, ``N >= 1``, ``D >= 1``.
-    :param target: ``(M, D)`` float32, C-contiguous, finite, ``M >= 1``.
+    :param source: ``(N, D)``, C-contiguous, ``N >= 1``, ``D >= 1``: float32 and finite for the
+        Euclidean metric, uint8 packed bits for Hamming.
+    :param target: ``(M, D)``, the same dtype, ``M >= 1``.
     :param chunk: an upper bound on source rows per pass; the answer must not depend on it.
-    :returns: int64 indices and float32 distances, each of length ``N``.
+    :param k: optional (a plugin without it serves ``k=1`` only): neighbours per source row.
+    :param max_distance: optional (without it the core applies the bound to the answer): a
+        neighbour whose float32 distance exceeds it is ``-1`` with distance ``inf``.
+    :param metric: optional (without it, Euclidean only): ``"euclidean"`` or ``"hamming"``.
+    :returns: int64 indices and float32 distances, of shape ``(N,)`` for ``k=1`` and ``(N, k)``
+        otherwise, nearest first; a missing neighbour (``k > M``, or beyond ``max_distance``) is
+        ``-1`` with distance ``inf``.
+    """
+
+
+@hookspec
+def spacr_accel_local_maxima(  # type: ignore[empty-body]  # a specification has no body
+    field: np.ndarray, size: int, threshold: np.float32 | None
+) -> np.ndarray:
+    """The pixels equal to their window's ``maximum_filter`` and above ``threshold``.
+
+    On a card only the coordinates come back: a few kilobytes instead of the whole filtered field.
+
+    :param field: as for ``maximum_filter`` (2-D, or a stack for a plugin declaring ``stacks``).
+    :param size: an odd window edge, at least 3.
+    :param threshold: ``None``, or a float32 ``t`` chosen by the core so that, for a float32 pixel
+        ``v``, ``v > t`` is exactly "above the caller's threshold"; compare in float32.
+    :returns: int64 coordinates ``(P, field.ndim)`` in row-major order; a NaN is never a peak.
     """

@@ -11,12 +11,14 @@ PROJECT_NAME: Final = "spacr_accel"
 
 ENTRY_POINT_GROUP: Final = "spacr_accel"
 
-API_VERSION: Final = 1
+API_VERSION: Final = 2
 """The plugin API this core speaks.
 
-A plugin module may declare ``SPACR_ACCEL_API_VERSION = 1``; a plugin built for a different
-major version is reported as incompatible (in the doctor and the load log) and never called,
-instead of failing later with an obscure ``TypeError`` from a changed hook signature.
+Version 2: a plugin states what it is in one ``SPACR_ACCEL_PLUGIN = Declaration(...)`` record, and
+``spacr_accel_backend_info`` answers only whether it can run here now. A plugin written for
+another version (a declaration with another ``api_version``, or none at all, the form of version 1)
+is reported as ``incompatible`` in the doctor and the load log and never called, instead of
+failing later with an obscure ``TypeError`` from a changed hook signature.
 """
 
 hookspec: Final = pluggy.HookspecMarker(PROJECT_NAME)

@@ -3,26 +3,21 @@
 The rules in one place: best priority first, ties by name (so the order never depends on the
 install order), the NumPy floor last whatever its priority (it always answers, so anything after it
 would never be reached), a ``use()``/``SPACR_ACCEL_BACKENDS`` order taken as given with the floor
-appended, and ``gpu=False`` refusing accelerated plugins without asking them anything.
+appended (unless ``only`` is in force), and ``gpu=False`` refusing accelerated plugins without
+asking them anything. "The floor" is whatever declares ``try_last``; the core knows no name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ._discovery import ENV_BACKENDS, ENV_DISABLE, Plugin
-
-
-def split_names(value: str | None) -> tuple[str, ...]:
-    if not value:
-        return ()
-    return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+from ._discovery import Plugin
+from .config import ENV_BACKENDS, ENV_DISABLE, ENV_ONLY
 
 
 def priority_key(plugin: Plugin) -> tuple[float, str]:
     """Best first, ties by name, so the order never depends on the install order."""
-    priority = plugin.info.priority if plugin.info is not None else 0.0
-    return (-priority, plugin.name)
+    return (-plugin.priority, plugin.name)
 
 
 def rank_key(plugin: Plugin) -> tuple[bool, float, str]:
@@ -31,37 +26,43 @@ def rank_key(plugin: Plugin) -> tuple[bool, float, str]:
 
 
 def passed_over(plugin: Plugin, operation: str, gpu: bool, restriction: tuple[str, ...] | None,
-                 faults: dict[tuple[str, str], str]) -> str | None:
+                faults: dict[tuple[str, str], str], only: bool = False) -> str | None:
     """Why ``plugin`` is not tried for ``operation`` (``None``: it is, perhaps after being asked)."""
     if plugin.status != "ok":
         return f"{plugin.status}: {plugin.reason}"
     if operation not in plugin.operations:
         return f"does not implement {operation}"
-    if not gpu and (plugin.info is None or plugin.info.accelerated):
+    if not gpu and plugin.accelerated:
         return "accelerated, and gpu=False refuses it"
-    if restriction is not None and plugin.name not in restriction and not plugin.floor:
-        return f"not in the backends in force {list(restriction)}"
+    if restriction is not None and plugin.name not in restriction and (only or not plugin.floor):
+        return f"not in the backends in force {list(restriction)}{' (only)' if only else ''}"
     if (plugin.name, operation) in faults and not plugin.floor:
         return f"quarantined: {faults[(plugin.name, operation)]}"
     return None
 
 
 def in_force(ranked: Sequence[str], restriction: tuple[str, ...] | None,
-             plugins: Mapping[str, Plugin]) -> list[str]:
+             plugins: Mapping[str, Plugin], only: bool = False) -> list[str]:
     """``ranked`` under a restriction: the restriction's order, then the floor; else ``ranked``.
 
     :param ranked: backends best first, the floor last.
     :param restriction: names best first, or ``None``.
     :param plugins: name -> plugin, to recognise the floor.
+    :param only: nothing beyond the restriction, not even the floor.
     """
     if restriction is None:
         return list(ranked)
+    if only:
+        return [n for n in restriction if n in ranked]
     return ([n for n in restriction if n in ranked and not plugins[n].floor]
             + [n for n in ranked if plugins[n].floor])
 
 
-def fix_hint(plugins: Mapping[str, Plugin], floor: str | None) -> str:
+def fix_hint(plugins: Mapping[str, Plugin], floor: str | None, only: bool = False) -> str:
     """The last line of the error when nothing served a call: how to fix it, for this install."""
+    if only:
+        return (f"Fix: only the named backends may run ({ENV_ONLY} or config.override(only=True)); "
+                "name another, or drop only, to let the next backend answer.")
     numpy = plugins.get("numpy")
     if numpy is not None and numpy.status == "blocked":
         return (f"Fix: remove numpy from {ENV_DISABLE}; the NumPy backend is the floor that always "

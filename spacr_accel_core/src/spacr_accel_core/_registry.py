@@ -28,23 +28,10 @@ from typing import Any
 
 import pluggy
 
-from . import _hookspecs
+from . import _hookspecs, config
 from ._bounded import Outcome, probe_timeout, start
-from ._discovery import (
-    ENV_BACKENDS,
-    ENV_DISABLE,
-    IN_PROCESS,
-    OPERATIONS,
-    SPEC_ARGS,
-    Plugin,
-    by_name,
-    by_position,
-    casting_fields,
-    entry_point_plugins,
-    judge,
-    load,
-    settling_zeros,
-)
+from ._declaration import Setting
+from ._discovery import IN_PROCESS, Plugin, by_name, entry_point_plugins, judge, load
 from ._errors import (
     BackendDeclined,
     BackendOutOfMemory,
@@ -54,18 +41,20 @@ from ._errors import (
 )
 from ._errors import describe as _describe
 from ._markers import PROJECT_NAME
-from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key, split_names
+from ._operations import OPERATIONS
+from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key
 from ._records import Dispatch, PluginStatus
+from .config import ENV_BACKENDS, ENV_DISABLE, Config
 
-logger = logging.getLogger("spacr_accel_core")
+logger = logging.getLogger(__name__)
 
 _debug_enabled = logger.isEnabledFor  # bound once: checked on every dispatch
 
 _EXPECTED_DECLINES = (BackendUnavailable, BackendDeclined, BackendOutOfMemory)
 
-_override: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
-    "spacr_accel_use", default=None
-)
+_override = config._context  # the configuration in force for this context (None: the environment's)
+
+_cpu_forced: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_cpu_forced", default=False)
 
 
 _asking: contextvars.ContextVar[str | None] = contextvars.ContextVar("spacr_accel_asking", default=None)
@@ -96,9 +85,9 @@ class _Impl:
     ask: bool
 
 
-_Order = tuple[tuple[_Impl, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
-"""The implementations to try, best first; why each other backend in line is passed over; and why
-the backends out of line (not in the ``use()``/``SPACR_ACCEL_BACKENDS`` order) are."""
+_Order = tuple[tuple[_Impl, ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], bool]
+"""The implementations to try, best first; why each other backend in line is passed over; why
+the backends out of line (not in the order in force) are; and whether ``only`` is in force."""
 
 
 @dataclass
@@ -106,7 +95,7 @@ class _Snapshot:
     plugins: dict[str, Plugin]  # entries are replaced (under the registry lock) as plugins answer
     manager: pluggy.PluginManager
     calls: dict[str, dict[str, Callable[..., Any]]]  # operation -> plugin name -> spec-order call
-    restriction: tuple[str, ...] | None  # from SPACR_ACCEL_BACKENDS, known names only
+    environment: Config  # the environment's settings, read at discovery, unknown names dropped
     duplicates: tuple[Plugin, ...]  # conflicting entry points that lost
     floor: str | None
     ranked: tuple[str, ...] | None = None  # backends with a known priority, best first, floor last
@@ -195,42 +184,35 @@ class Registry:
             self._snapshot = None
 
     def _build(self) -> _Snapshot:
-        disabled = split_names(os.environ.get(ENV_DISABLE))
-        restriction = split_names(os.environ.get(ENV_BACKENDS)) or None
+        environment = config.environment()
         manager = pluggy.PluginManager(PROJECT_NAME)
         manager.add_hookspecs(_hookspecs)
 
         candidates: dict[str, Plugin] = {}
         duplicates: list[Plugin] = []
-        for plugin in entry_point_plugins(disabled) if self._discover_entry_points else ():
+        for plugin in entry_point_plugins(environment.disable) if self._discover_entry_points else ():
             if plugin.status == "duplicate":
                 duplicates.append(plugin)
             else:
                 candidates[plugin.name] = plugin
         for name, obj in self._in_process.items():
-            if name in disabled:
+            if name in environment.disable:
                 candidates[name] = Plugin(name, None, IN_PROCESS, "", "blocked", f"named in {ENV_DISABLE}")
             else:
                 candidates[name] = Plugin(name, obj, IN_PROCESS, "", "ok")
         plugins = {name: load(manager, plugin) for name, plugin in candidates.items()}
 
         calls: dict[str, dict[str, Callable[..., Any]]] = {op: {} for op in OPERATIONS}
-        for op in OPERATIONS:
-            for hookimpl in getattr(manager.hook, f"spacr_accel_{op}").get_hookimpls():
-                call = by_position(hookimpl.function, hookimpl.argnames, SPEC_ARGS[op])
-                if op == "maximum_filter":  # camera fields reach only the plugins that declared them
-                    call = casting_fields(call, plugins[hookimpl.plugin_name].field_dtypes)
-                    if not plugins[hookimpl.plugin_name].positive_zeros:
-                        call = settling_zeros(call)
-                calls[op][hookimpl.plugin_name] = call
-        if restriction is not None:
-            unknown = [n for n in restriction if n not in plugins]
-            if unknown:
-                logger.warning("%s names backends that are not installed: %s; installed: %s",
-                               ENV_BACKENDS, ", ".join(unknown), ", ".join(sorted(plugins)) or "none")
-            restriction = tuple(n for n in restriction if n in plugins) or None
-        floor = next((p.name for p in plugins.values() if p.floor and p.status == "ok"), None)
-        return _Snapshot(plugins, manager, calls, restriction, tuple(duplicates), floor)
+        for op, operation in OPERATIONS.items():
+            for hookimpl in getattr(manager.hook, operation.hook).get_hookimpls():
+                declaration = plugins[hookimpl.plugin_name].declaration
+                if declaration is not None:
+                    calls[op][hookimpl.plugin_name] = operation.adapt(hookimpl.function, hookimpl.argnames,
+                                                                      declaration)
+        environment = _known(environment, plugins)
+        floor = next((p.name for p in sorted(plugins.values(), key=priority_key)
+                      if p.floor and p.status == "ok"), None)
+        return _Snapshot(plugins, manager, calls, environment, tuple(duplicates), floor)
 
     # ---- asking plugins what they are, and whether they can run now ---------------------------
 
@@ -279,13 +261,11 @@ class Registry:
         return snapshot.plugins[name]
 
     def _ranked(self, snapshot: _Snapshot) -> tuple[str, ...]:
-        """Backends best first, floor last. Describes the undeclared plugins first (bounded, together)."""
+        """Backends best first, floor last (what each declared; nothing is asked)."""
         ranked = snapshot.ranked
         if ranked is None:
-            self._ask_all(snapshot, [p.name for p in snapshot.plugins.values()
-                                     if p.info is None and p.describer is not None])
             ranked = tuple(p.name for p in sorted(snapshot.plugins.values(), key=rank_key)
-                           if p.operations and p.info is not None and p.status in ("ok", "unusable"))
+                           if p.operations and p.declaration is not None and p.status in ("ok", "unusable"))
             snapshot.ranked = ranked
             logger.debug("spacr_accel backends ranked: %s", ", ".join(ranked) or "(none)")
         return ranked
@@ -304,11 +284,11 @@ class Registry:
             faults_seen = dict(self._faults)
         rows = []
         for plugin in [*sorted(snapshot.plugins.values(), key=priority_key), *snapshot.duplicates]:
-            info = plugin.info
+            declared = plugin.declaration
             rows.append(PluginStatus(
                 name=plugin.name,
-                priority=info.priority if info is not None else 0.0,
-                accelerated=info.accelerated if info is not None else False,
+                priority=declared.priority if declared is not None else 0.0,
+                accelerated=declared.accelerated if declared is not None else False,
                 distribution=plugin.distribution,
                 version=plugin.version,
                 status=plugin.status,
@@ -344,36 +324,50 @@ class Registry:
         """Every plugin name seen, whatever its status, sorted."""
         return tuple(sorted(self._state().plugins))
 
-    def restriction(self) -> tuple[str, ...] | None:
-        """The order in force for this context: ``use(...)`` first, else the environment."""
-        return _override.get() or self._state().restriction
+    def environment(self) -> Config:
+        """The settings the environment gave at discovery (names no plugin has dropped)."""
+        return self._state().environment
 
-    def backend_names(self, gpu: bool = True) -> tuple[str, ...]:
-        """Usable backend names, best first, under the restriction in force; the floor last.
+    def declared_settings(self) -> tuple[tuple[str, Setting], ...]:
+        """``(plugin, setting)`` for every setting a loaded plugin declares, best plugin first."""
+        plugins = sorted(self._state().plugins.values(), key=priority_key)
+        return tuple((p.name, s) for p in plugins if p.declaration is not None for s in p.declaration.settings)
+
+    def restriction(self, operation: str | None = None) -> tuple[str, ...] | None:
+        """The order in force for this context (and ``operation``): an override first, else the environment."""
+        settings = _override.get() or self._state().environment
+        return settings.order_for(operation) if operation is not None else settings.backends
+
+    def backend_names(self, gpu: bool = True, operation: str | None = None) -> tuple[str, ...]:
+        """Usable backend names, best first, under the order in force; the floor last.
 
         Asks each candidate that has not yet said whether it can run here (``gpu=False`` never
         asks an accelerated one).
         """
         snapshot = self._state()
-        restriction = self._checked_override(snapshot) or snapshot.restriction
+        settings = self._checked_override(snapshot) or snapshot.environment
+        restriction = settings.order_for(operation) if operation is not None else settings.backends
         names = []
-        for name in in_force(self._ranked(snapshot), restriction, snapshot.plugins):
+        for name in in_force(self._ranked(snapshot), restriction, snapshot.plugins, settings.only):
             plugin = snapshot.plugins[name]
-            if plugin.status != "ok" or (not gpu and (plugin.info is None or plugin.info.accelerated)):
+            if plugin.status != "ok" or (not gpu and plugin.accelerated):
+                continue
+            if operation is not None and operation not in plugin.operations:
                 continue
             if self._ask(snapshot, name).status == "ok":
                 names.append(name)
         return tuple(names)
 
-    def _checked_override(self, snapshot: _Snapshot) -> tuple[str, ...] | None:
-        """The ``use()`` names in force, refused if a name is not installed (checked once per order)."""
+    def _checked_override(self, snapshot: _Snapshot) -> Config | None:
+        """The override in force, refused if it names a backend that is not installed."""
         override = _override.get()
         if override is not None:
-            unknown = [n for n in override if n not in snapshot.plugins]
+            named = [*(override.backends or ()), *(n for _, order in override.operations for n in order)]
+            unknown = list(dict.fromkeys(n for n in named if n not in snapshot.plugins))
             if unknown:
                 raise ValueError(
-                    f"use() names backends that are not installed: {', '.join(map(repr, unknown))}; "
-                    f"installed: {', '.join(sorted(snapshot.plugins)) or 'none'}")
+                    f"use()/config.override() names backends that are not installed: "
+                    f"{', '.join(map(repr, unknown))}; installed: {', '.join(sorted(snapshot.plugins)) or 'none'}")
         return override
 
     def last_dispatch(self) -> Dispatch | None:
@@ -395,7 +389,7 @@ class Registry:
 
     def _order(self, snapshot: _Snapshot, operation: str, gpu: bool) -> _Order:
         """The plugins to try, best first, and why the others are passed over; cached per
-        (operation, gpu[, use() override]).
+        (operation, gpu[, override in force]).
 
         Built under the lock so that an order computed just before a fault cleared the cache
         cannot be stored after it and bring the quarantined plugin back.
@@ -403,23 +397,26 @@ class Registry:
         override = self._checked_override(snapshot)
         key = (operation, gpu) if override is None else (operation, gpu, override)
         ranked = self._ranked(snapshot)
+        settings = override or snapshot.environment
         with self._lock:
             order = snapshot.order_cache.get(key)
             if order is not None:
                 return order
-            restriction = override or snapshot.restriction
-            names = in_force(ranked, restriction, snapshot.plugins)
+            restriction = settings.order_for(operation)
+            names = in_force(ranked, restriction, snapshot.plugins, settings.only)
             skipped: list[tuple[str, str]] = []
             out_of_line: list[tuple[str, str]] = []
             for plugin in sorted(snapshot.plugins.values(), key=priority_key):
-                why = passed_over(plugin, operation, gpu, restriction, self._faults)
+                if plugin.status == "ok" and not plugin.operations:
+                    continue  # a prober, not a backend
+                why = passed_over(plugin, operation, gpu, restriction, self._faults, settings.only)
                 if why is not None:
-                    in_line = restriction is None or plugin.name in restriction or plugin.floor
+                    in_line = restriction is None or plugin.name in restriction or (plugin.floor and not settings.only)
                     (skipped if in_line else out_of_line).append((plugin.name, why))
             passed = {name for name, _ in skipped + out_of_line}
             impls = tuple(_Impl(n, snapshot.calls[operation][n], not snapshot.plugins[n].asked)
                           for n in names if n not in passed)
-            order = (impls, tuple(skipped), tuple(out_of_line))
+            order = (impls, tuple(skipped), tuple(out_of_line), settings.only)
             snapshot.order_cache[key] = order
         return order
 
@@ -451,26 +448,27 @@ class Registry:
         logger.log(logging.WARNING if first else logging.DEBUG, message, *args)
 
     def dispatch(self, operation: str, args: tuple[Any, ...], *, gpu: bool, backend: str | None,
-                 check: Callable[[Any, Any], str | None], expected: Any) -> Any:
+                 expected: Any) -> Any:
         """Run ``operation`` on the best backend that serves it.
 
-        The per-tile path: one snapshot read, one cached order lookup, the call and a shape check.
+        The per-tile path: one snapshot read, one cached order lookup, the call and the
+        operation's result check.
 
-        :param operation: one of :data:`OPERATIONS`.
+        :param operation: a name in the operation table.
         :param args: the validated, normalised arguments of the primitive hook, in the spec's order.
         :param gpu: ``False`` refuses accelerated backends.
         :param backend: force one backend; its failure is raised, not swallowed.
-        :param check: ``check(result, expected)`` says what is wrong with a result, or ``None``.
-        :param expected: what ``check`` compares against (the result's shape, say).
+        :param expected: what the operation's result check compares against (the shape, say).
         """
         snapshot = self._snapshot or self._state()
+        check = OPERATIONS[operation].check
         if backend is not None:
             return self._forced(snapshot, operation, args, gpu, backend, check, expected)
         override = _override.get()  # the key built inline: this is the per-tile path
         order = snapshot.order_cache.get((operation, gpu) if override is None else (operation, gpu, override))
         if order is None:
             order = self._order(snapshot, operation, gpu)
-        impls, skipped, out_of_line = order
+        impls, skipped, out_of_line, only = order
         declined: list[tuple[str, str]] = []
         for impl in impls:
             if impl.ask:
@@ -515,7 +513,7 @@ class Registry:
                              f" after {[name for name, _ in declined]} declined" if declined else "")
             return result
         raise NoBackendError(operation, [*declined, *skipped, *out_of_line],
-                             hint=fix_hint(snapshot.plugins, snapshot.floor))
+                             hint=fix_hint(snapshot.plugins, snapshot.floor, only))
 
     def _forced(self, snapshot: _Snapshot, operation: str, args: tuple[Any, ...], gpu: bool,
                 backend: str, check: Callable[[Any, Any], str | None], expected: Any) -> Any:
@@ -525,19 +523,34 @@ class Registry:
                 f"no spacr_accel backend named {backend!r} is installed "
                 f"(installed: {', '.join(sorted(snapshot.plugins)) or 'none'})"
             )
-        if plugin.info is None and plugin.describer is not None:
-            plugin = self._ask(snapshot, backend)  # an undeclared plugin: what it is needs its answer
         function = snapshot.calls[operation].get(backend)
-        if plugin.status not in ("ok", "unusable") or function is None:
-            why = plugin.reason if plugin.status not in ("ok", "unusable") else f"it does not implement {operation}"
-            raise BackendUnavailable(f"backend {backend!r} cannot run {operation}: {plugin.status}: {why}")
-        if not gpu and (plugin.info is None or plugin.info.accelerated):
-            raise ValueError(
-                f"backend={backend!r} is accelerated but gpu=False refuses accelerated backends; "
-                "drop one of the two"
-            )
+        if plugin.status not in ("ok", "unusable"):
+            raise BackendUnavailable(f"backend {backend!r} cannot run {operation}: it is "
+                                     f"{plugin.status}: {plugin.reason}")
+        if function is None:
+            raise BackendUnavailable(f"backend {backend!r} does not implement {operation}")
+        token = _cpu_forced.set(not gpu)  # gpu=False with a forced backend: run it on the CPU
         try:
-            result = function(*args)
+            result = self._forced_call(snapshot, operation, backend, function, args)
+        finally:
+            _cpu_forced.reset(token)
+        problem = check(result, expected)
+        if problem is not None:
+            self._fault(snapshot, backend, operation, problem)
+            raise PluginFault(f"backend {backend!r} broke the {operation} contract: {problem}")
+        self._last.call = (operation, backend, [], ())
+        return result
+
+    def _forced_call(self, snapshot: _Snapshot, operation: str, backend: str, function: Callable[..., Any],
+                     args: tuple[Any, ...]) -> Any:
+        """One forced call; a backend still building what it builds lazily is waited for, once."""
+        try:
+            try:
+                return function(*args)
+            except BackendDeclined:
+                if not self._waited_for(snapshot, backend):
+                    raise
+                return function(*args)
         except (RuntimeError, MemoryError):
             raise  # "not me, not now" (or memory): the caller forced it, so it gets it as is
         except KeyboardInterrupt:
@@ -546,16 +559,33 @@ class Registry:
             what = f"raised {_describe(exc)}"
             self._fault(snapshot, backend, operation, what)
             raise PluginFault(f"backend {backend!r} broke the {operation} contract: {what}") from exc
-        problem = check(result, expected)
-        if problem is not None:
-            self._fault(snapshot, backend, operation, problem)
-            raise PluginFault(f"backend {backend!r} broke the {operation} contract: {problem}")
-        self._last.call = (operation, backend, [], ())
-        return result
+
+    def _waited_for(self, snapshot: _Snapshot, backend: str) -> bool:
+        """Whether ``backend`` has a warm-up hook and became ready within the probe bound.
+
+        A forced call names the one backend the caller wants (a benchmark, a test, a site that
+        trusts it); declining it because its kernels are still compiling in the background would
+        fail every fresh process, so the call waits for them, bounded like a probe.
+        """
+        hooks = {h.plugin_name: h for h in snapshot.manager.hook.spacr_accel_warm_up.get_hookimpls()}
+        hook = hooks.get(backend)
+        if hook is None:
+            return False
+        timeout = probe_timeout()
+        bound = 3600.0 if timeout is None else timeout
+        logger.debug("forced backend %r declined; waiting up to %g s for it to get ready", backend, bound)
+        outcome, done = start(functools.partial(by_name(hook.function, hook.argnames), timeout=bound),
+                              f"warm_up {backend}")
+        done.wait(bound + 5.0)
+        return done.is_set() and outcome.error is None and outcome.value is True
 
     def record_core(self, operation: str) -> None:
         """Note that the core answered ``operation`` itself (an empty input needs no backend)."""
         self._last.call = (operation, "core", [], ())
+
+    def record_served(self, operation: str, backend: str) -> None:
+        """Note that ``operation``, composed of dispatches, was computed by ``backend``."""
+        self._last.call = (operation, backend, [], ())
 
 
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -574,23 +604,45 @@ REGISTRY = Registry()
 
 
 @contextmanager
-def use(*names: str) -> Iterator[None]:
+def use(*names: str, only: bool = False) -> Iterator[None]:
     """Restrict and order the backends for this context: ``with use("cupy", "numpy"): ...``.
 
-    Context-local (a :mod:`contextvars` variable), so threads and asyncio tasks do not see each
-    other's choice. Like ``SPACR_ACCEL_BACKENDS`` it names backends best first; the NumPy floor
-    stays at the end so a call still runs when every named backend declines. Use ``backend=``
-    on a call to run exactly one backend.
+    Context-local (built on :func:`spacr_accel_core.config.override`), so threads and asyncio tasks
+    do not see each other's choice. Like ``SPACR_ACCEL_BACKENDS`` it names backends best first; the
+    floor stays at the end so a call still runs when every named backend declines, unless
+    ``only=True``: then a decline is an error naming the backend and its reason (how a CI job proves
+    the card ran). Use ``backend=`` on a call to run exactly one backend.
 
     :param names: backend names, best first. A name no installed plugin has makes the calls
         inside the context raise ``ValueError`` listing those that are installed.
+    :param only: no fall-through beyond ``names``.
     :raises TypeError: no names, or a name that is not a non-empty string.
     """
     if not names or not all(isinstance(n, str) and n for n in names):
         raise TypeError("use() takes one or more backend names, e.g. use('numpy')")
-    token = _override.set(tuple(dict.fromkeys(names)))
-    try:
+    with config.override(backends=list(names), only=only):
         yield
-    finally:
-        _override.reset(token)
 
+
+def cpu_requested() -> bool:
+    """Whether the call being served forced this backend with ``gpu=False``: run on the CPU, or
+    decline. (An accelerated backend is otherwise never called under ``gpu=False``.)"""
+    return _cpu_forced.get()
+
+
+def _known(environment: Config, plugins: dict[str, Plugin]) -> Config:
+    """The environment's orders with names no plugin has dropped (and warned about, once per discovery)."""
+    from dataclasses import replace
+
+    def keep(names: tuple[str, ...] | None, variable: str) -> tuple[str, ...] | None:
+        if names is None:
+            return None
+        unknown = [n for n in names if n not in plugins]
+        if unknown:
+            logger.warning("%s names backends that are not installed: %s; installed: %s", variable,
+                           ", ".join(unknown), ", ".join(sorted(plugins)) or "none")
+        return tuple(n for n in names if n in plugins) or None
+
+    operations = tuple((op, kept) for op, order in environment.operations
+                       if (kept := keep(order, f"SPACR_ACCEL_BACKENDS_{op.upper()}")) is not None)
+    return replace(environment, backends=keep(environment.backends, ENV_BACKENDS), operations=operations)

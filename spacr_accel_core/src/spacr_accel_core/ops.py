@@ -1,12 +1,14 @@
-"""The three array operations spaCR's slow steps are made of, on whatever hardware there is.
+"""The array operations spaCR's slow steps are made of, on whatever hardware there is.
 
 A drop-in for ``spacr.ops_accel``. Strip the science away and peak finding, spectral unmixing and
 cell matching are a windowed maximum, a matrix multiply and a nearest-neighbour search; they live
 here so ONE place knows about devices and the modules that use them go on reading as the science
-they are.
+they are. Around them sit the calls the science makes of them: peaks as coordinates
+(:func:`local_maxima`), the k nearest within a distance, binary descriptors (``metric="hamming"``)
+and mutual matching (:func:`mutual_nearest_neighbours`).
 
 EVERY FUNCTION TAKES AND RETURNS NUMPY, and every backend gives the same answer: the windowed
-maximum bit for bit, the nearest neighbour exactly (ties to the lowest index), the product to
+maximum bit for bit, the nearest neighbours exactly (ties to the lowest index), the product to
 float32 rounding. Input is checked here, once, before any backend runs, so a wrong call fails
 with a message that names the argument rather than with a device traceback.
 
@@ -17,95 +19,44 @@ THE CPU PATH IS NOT AN ERROR PATH: it is what runs on a laptop, in CI and beside
 
 from __future__ import annotations
 
-import operator
-import sys
 from typing import Any
 
 import numpy as np
 
-from ._discovery import NARROW_FIELDS
-from ._errors import describe
+from ._checks import (
+    _F32,
+    _I64,
+    _NUMERIC_KINDS,
+    _ZERO,
+    _integer,
+    _numeric,
+    _options,
+    _points,
+    _product_shape,
+    _read_only,
+    _widths_and_chunk,
+    distance_bound,
+    metric_name,
+    neighbour_count,
+    out_array,
+    threshold_below,
+)
+from ._declaration import NARROW_FIELDS
 from ._registry import REGISTRY
 
-__all__ = ["CHUNK", "accelerated_backends", "matmul", "maximum_filter", "nearest_neighbours"]
+__all__ = [
+    "CHUNK",
+    "accelerated_backends",
+    "local_maxima",
+    "matmul",
+    "maximum_filter",
+    "mutual_nearest_neighbours",
+    "nearest_neighbours",
+]
 
 CHUNK = 4096
 """Default rows of ``source`` per pass of :func:`nearest_neighbours` (an upper bound; backends
 may take fewer to stay inside their memory budget, and the answer never depends on it)."""
-
-_NUMERIC_KINDS = frozenset("biuf")
-_F32 = np.dtype(np.float32)
-_I64 = np.dtype(np.int64)
-_ZERO = np.float32(0.0)
-
-
-def _numeric(value: Any, name: str) -> np.ndarray:
-    if type(value) is np.ndarray:
-        array = value
-    else:
-        if "numpy.ma" in sys.modules and isinstance(value, np.ma.MaskedArray):
-            # scipy.ndimage ignores the mask as well, silently; a peak under the mask would be
-            # reported as real, so the caller decides (``.filled(...)`` or ``.data``).
-            raise TypeError(f"{name} is a masked array; pass {name}.filled(value) or {name}.data "
-                            "(a mask would be silently ignored)")
-        try:
-            array = np.asarray(value)
-        except ValueError as exc:  # ragged lists: a shape, not a type, is wrong
-            raise ValueError(f"{name} cannot be read as an array: {describe(exc)}") from None
-        except (RuntimeError, TypeError) as exc:
-            # A torch tensor that requires grad or has its conjugate bit set raises RuntimeError,
-            # the class that would read as "backend declined": it is the caller's input that is wrong.
-            raise TypeError(f"{name} cannot be read as a NumPy array: {describe(exc)}") from None
-    if array.dtype.kind not in _NUMERIC_KINDS:
-        raise TypeError(
-            f"{name} must hold real numbers (bool, integer or float), got dtype {array.dtype}"
-        )
-    return array
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    """A view of ``array`` that a plugin cannot write to (no copy).
-
-    A plugin that scribbles into its input and then declines would corrupt the caller's array and
-    the input the next backend computes on; with a read-only view the write raises inside the
-    plugin (``ValueError: assignment destination is read-only``), which makes it that plugin's
-    fault. (A plugin that sets ``flags.writeable = True`` on it is not careless but hostile; NumPy
-    cannot refuse that without a copy, which the per-tile path cannot afford.)
-    """
-    view = array.view()
-    view.setflags(write=False)  # ~0.4 us: reading ``flags`` first would double it on the per-tile path
-    return view
-
-
-def _options(gpu: Any, backend: Any) -> bool:
-    """``gpu`` as a bool and ``backend`` checked: the keywords every operation shares."""
-    if gpu is not True and gpu is not False:
-        if not isinstance(gpu, np.bool_):
-            raise TypeError(f"gpu must be True or False, got {type(gpu).__name__} ({gpu!r})")
-        gpu = bool(gpu)
-    if backend is not None and (type(backend) is not str or not backend):
-        raise TypeError(f"backend must be a backend name (a non-empty str) or None, got {backend!r}")
-    return bool(gpu)
-
-
-def _integer(value: Any, name: str) -> int:
-    """A whole number of pixels or rows: any integer, or a float holding a whole number.
-
-    spaCR computes sizes from radii and scales (``2 * radius + 1`` with a float radius), so ``7.0``
-    and ``np.float32(7)`` are taken as 7; a fraction is refused rather than silently rounded.
-    """
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got a bool ({value!r})")
-    try:
-        return operator.index(value)
-    except TypeError:
-        pass
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        if not number.is_integer():  # NaN and infinity are not whole numbers either
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
-        return int(number)
-    raise TypeError(f"{name} must be an integer, got {type(value).__name__} ({value!r})")
 
 
 def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
@@ -120,35 +71,43 @@ def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
     return REGISTRY.backend_names(_options(gpu, None))
 
 
-def _check_array(result: Any, shape: tuple[int, ...]) -> str | None:
-    """What is wrong with a backend's array result, or ``None``."""
-    if not isinstance(result, np.ndarray):
-        return f"returned {type(result).__name__}, not a NumPy array"
-    if result.shape != shape or result.dtype != _F32:
-        return f"returned {result.dtype}{list(result.shape)}, expected float32{list(shape)}"
-    return None
+def _field(field: Any) -> np.ndarray:
+    array = _numeric(field, "field")
+    if array.ndim < 2:
+        raise ValueError(f"field must be a 2-D array (or a stack (..., H, W) of 2-D fields), got "
+                         f"{array.ndim}-D with shape {array.shape}")
+    return array
 
 
-def _check_pair(result: Any, sizes: tuple[int, int]) -> str | None:
-    """What is wrong with a backend's ``(indices, distances)`` result, or ``None``.
+def _window(size: Any) -> int:
+    window = _integer(size, "size")
+    if window < 0:
+        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
+    return window + 1 if window % 2 == 0 else window
 
-    The index range is checked too (two cheap passes): an index outside the target set is the
-    one wrong answer a shape check cannot see, and it would crash the caller's pairing later.
+
+def _as_filtered(array: np.ndarray) -> np.ndarray:
+    """The field as a backend receives it: a camera dtype as it is, anything else as float32.
+
+    A float64 value beyond float32's range becomes inf quietly, as the contract says (NumPy would
+    warn "overflow encountered in cast", an exception under ``-W error``).
     """
-    n, m = sizes
-    if not isinstance(result, tuple) or len(result) != 2:
-        return f"returned {type(result).__name__}, not an (indices, distances) pair"
-    index, distance = result
-    if not isinstance(index, np.ndarray) or index.dtype != _I64 or index.shape != (n,):
-        return f"indices are not int64 of shape ({n},)"
-    if not isinstance(distance, np.ndarray) or distance.dtype != _F32 or distance.shape != (n,):
-        return f"distances are not float32 of shape ({n},)"
-    if index.min() < 0 or index.max() >= m:
-        return f"indices fall outside the {m} target points"
-    return None
+    if array.dtype in NARROW_FIELDS:
+        return array
+    with np.errstate(over="ignore"):
+        return array.astype(_F32, copy=False)
 
 
-def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> np.ndarray:
+def _whole_field_maxima(data: np.ndarray) -> np.ndarray:
+    """Each field's maximum, shaped to broadcast over it: the answer for a window covering every
+    pixel from every pixel (``size >= 2 * max(H, W) - 1`` with the edge repeated). np.max
+    propagates NaN (the NaN rule), and rounding to float32 is monotonic."""
+    with np.errstate(over="ignore"):
+        return np.max(data, axis=(-2, -1), keepdims=True).astype(_F32)
+
+
+def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | None = None,
+                   out: np.ndarray | None = None) -> np.ndarray:
     """The maximum of each ``size`` x ``size`` window, centred on every pixel.
 
     WHAT PEAK FINDING IS MADE OF: a read is a local maximum of the spot score, and "local" means
@@ -159,85 +118,45 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     sits, and backends disagree there), and a maximum of zero is ``+0.0`` (scipy may return
     ``-0.0``, whichever zero its scan met first).
 
-    :param field: a 2-D array of real numbers.
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)`` of them: each field is
+        filtered on its own (the window never crosses fields), in one dispatch.
     :param size: the window edge, in pixels: an integer, or a float holding a whole number
         (``7.0``). Even sizes are raised to the next odd one (a window with no centre cannot be
         centred); ``size <= 1`` returns a copy.
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
-    :returns: the filtered field as a new float32 array of the same shape.
-    :raises ValueError: ``field`` is not 2-D, or ``size`` is negative or fractional.
-    :raises TypeError: ``field`` is not numeric (or a masked array), ``size`` is not a number, or
-        ``gpu``/``backend`` are not a bool and a name.
+    :param out: a float32 C-contiguous array of the field's shape to write into (NumPy's
+        convention; it must not overlap ``field``): spares a large field's fresh-page faults.
+    :returns: the filtered field as float32 of the same shape (``out`` when given).
+    :raises ValueError: ``field`` is not 2-D (or a stack), ``size`` is negative or fractional, or
+        ``out`` has the wrong shape, layout, or overlaps ``field``.
+    :raises TypeError: ``field`` is not numeric (or a masked array), ``size`` is not a number,
+        ``out`` is not a float32 array, or ``gpu``/``backend`` are not a bool and a name.
     """
-    array = _numeric(field, "field")
-    if array.ndim != 2:
-        raise ValueError(f"field must be a 2-D array, got {array.ndim}-D with shape {array.shape}")
-    window = _integer(size, "size")
-    if window < 0:
-        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
-    if window % 2 == 0:
-        window += 1
-    if window <= 1 or array.size == 0:
-        _options(gpu, backend)
-        REGISTRY.record_core("maximum_filter")
-        return array.astype(_F32, copy=True)
+    array = _field(field)
+    window = _window(size)
     use_gpu = _options(gpu, backend)
-    if window >= 2 * max(array.shape) - 1:
-        # With the edge repeated, a window of 2 * max(h, w) - 1 already covers every row and column
-        # from any pixel, so every window's maximum is the field's: a reduction, answered here
-        # (a thin (1, 70000) field with size 200001 would otherwise ask a backend for a 110 GiB
-        # padded buffer). np.max propagates NaN (the NaN rule), and rounding to float32 is
-        # monotonic, so the float32 of the maximum is the maximum of the float32 field.
+    target = out_array(out, array.shape, array)
+    if window <= 1 or array.size == 0 or window >= 2 * max(array.shape[-2:]) - 1:
+        # No backend needed: a copy, an empty field, or a window that covers the whole field from
+        # every pixel (a thin (1, 70000) field with size 200001 would otherwise ask a backend for
+        # a 110 GiB padded buffer).
         REGISTRY.record_core("maximum_filter")
-        return np.full(array.shape, np.float32(array.max()), dtype=_F32) + _ZERO
-    # A camera field (uint8/int8/uint16/int16) goes on in its own dtype: the registry casts it to
-    # float32 for each plugin that did not declare it takes it (SPACR_ACCEL_FIELD_DTYPES).
-    data = array if array.dtype in NARROW_FIELDS else array.astype(_F32, copy=False)
-    # The sign of zero (+0.0 for a maximum of zero) is settled per plugin by the registry's call
-    # (_discovery.settling_zeros), skipped for a plugin that declares its zeros positive.
+        result = np.empty(array.shape, _F32) if target is None else target
+        if window <= 1 or array.size == 0:
+            result[...] = _as_filtered(array)
+        else:
+            result[...] = _whole_field_maxima(array)
+        np.add(result, _ZERO, out=result)  # the +0.0 rule holds for a copy too
+        return result
     result: np.ndarray = REGISTRY.dispatch(
-        "maximum_filter",
-        (_read_only(data), window),
-        gpu=use_gpu,
-        backend=backend,
-        check=_check_array,
-        expected=array.shape,
-    )
+        "maximum_filter", (_read_only(_as_filtered(array)), window, target), gpu=use_gpu,
+        backend=backend, expected=(array.shape, target))
     return result
 
 
-def _product_shape(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's ``@`` result shape, or ValueError naming both operands."""
-    if len(first) == 2 and len(second) == 2:  # the per-tile case: keep it cheap
-        if first[1] != second[0]:
-            raise ValueError(
-                f"matmul: first has {first[1]} columns but second has {second[0]} rows "
-                f"(shapes {first} and {second})"
-            )
-        return (first[0], second[1])
-    inner_first = first[-1]
-    inner_second = second[0] if len(second) == 1 else second[-2]
-    if inner_first != inner_second:
-        raise ValueError(
-            f"matmul: the last axis of first ({inner_first}) must match the "
-            f"{'only' if len(second) == 1 else 'second-to-last'} axis of second ({inner_second}) "
-            f"(shapes {first} and {second})"
-        )
-    batch_first = first[:-2]
-    batch_second = second[:-2]
-    try:
-        batch = np.broadcast_shapes(batch_first, batch_second)
-    except ValueError:
-        raise ValueError(
-            f"matmul: the batch axes of first {first} and second {second} do not broadcast"
-        ) from None
-    rows = (first[-2],) if len(first) >= 2 else ()
-    cols = (second[-1],) if len(second) >= 2 else ()
-    return tuple(batch) + rows + cols
-
-
-def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = None) -> np.ndarray:
+def matmul(first: Any, second: Any, *, gpu: Any = True, backend: str | None = None,
+           out: np.ndarray | None = None) -> np.ndarray:
     """``first @ second``, on the fastest thing available, as float32.
 
     THE UNMIXING IS THIS: correcting dye bleed-through is one small matrix applied to every spot
@@ -248,9 +167,11 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
     :param second: right operand.
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
-    :returns: the product as float32 NumPy (a 0-d array for two vectors).
-    :raises ValueError: an operand is 0-d, or the shapes do not multiply.
-    :raises TypeError: an operand is not real-numeric.
+    :param out: a float32 C-contiguous array of the product's shape to write into (it must not
+        overlap an operand): a fresh 64 MB result's page faults are about 40% of the product's time.
+    :returns: the product as float32 NumPy (a 0-d array for two vectors; ``out`` when given).
+    :raises ValueError: an operand is 0-d, the shapes do not multiply, or ``out`` does not fit.
+    :raises TypeError: an operand is not real-numeric, or ``out`` is not a float32 array.
     """
     a = first if type(first) is np.ndarray else _numeric(first, "first")
     b = second if type(second) is np.ndarray else _numeric(second, "second")
@@ -267,47 +188,53 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
     else:
         shape = _product_shape(a_shape, b_shape)
     use_gpu = gpu if gpu is True and backend is None else _options(gpu, backend)
+    target = None if out is None else out_array(out, shape, a, b)
     if a.size == 0 or b.size == 0:
         REGISTRY.record_core("matmul")
-        return np.zeros(shape, dtype=_F32)
+        if target is None:
+            return np.zeros(shape, dtype=_F32)
+        target.fill(0.0)
+        return target
+    a_view = a.view()  # read-only views, inline: this is the per-tile path (see _read_only)
+    a_view.setflags(write=False)
+    b_view = b.view()
+    b_view.setflags(write=False)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees an ndarray
-        "matmul", (_read_only(a), _read_only(b)), gpu=use_gpu, backend=backend, check=_check_array,
-        expected=shape,
-    )
+        "matmul", (a_view, b_view, target), gpu=use_gpu, backend=backend, expected=(shape, target))
 
 
-def _points(value: Any, name: str) -> np.ndarray:
-    array = _numeric(value, name)
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D (points, coordinates) array, got shape {array.shape}")
-    return array
-
-
-def _widths_and_chunk(source: tuple[int, ...], target: tuple[int, ...], chunk: Any) -> int:
-    """The checks two 2-D point sets share, wherever they live (NumPy here, Dask in its module):
-    the same width, at least one coordinate, and a chunk of at least one row, which is returned."""
-    if source[1] != target[1]:
-        raise ValueError(
-            f"source and target must have the same width (coordinates per point): "
-            f"source has {source[1]} coordinates per point, target has {target[1]}"
-        )
-    if source[1] == 0:
-        raise ValueError("source and target must have at least one coordinate per point")
-    rows = _integer(chunk, "chunk")
-    if rows < 1:
-        raise ValueError(f"chunk must be at least 1 row, got {rows}")
-    return rows
+def _point_sets(source: Any, target: Any, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Both point sets as the backends receive them: C-contiguous float32 and finite (Euclidean),
+    or C-contiguous uint8 rows of packed bits (Hamming)."""
+    src = _points(source, "source")
+    tgt = _points(target, "target")
+    if metric == "hamming":
+        for name, points in (("source", src), ("target", tgt)):
+            if points.dtype != np.uint8:
+                raise TypeError(f"metric='hamming' takes uint8 rows of packed bits (ORB's 32 bytes); "
+                                f"{name} is {points.dtype}")
+        return np.ascontiguousarray(src), np.ascontiguousarray(tgt)
+    with np.errstate(over="ignore"):  # an out-of-range coordinate becomes inf, refused just below
+        src = np.ascontiguousarray(src, dtype=_F32)
+        tgt = np.ascontiguousarray(tgt, dtype=_F32)
+    for name, points in (("source", src), ("target", tgt)):
+        if not np.isfinite(points).all():
+            raise ValueError(f"{name} holds NaN or infinite coordinates (after conversion to float32)")
+    return src, tgt
 
 
 def nearest_neighbours(
     source: Any,
     target: Any,
     *,
-    gpu: bool = True,
+    gpu: Any = True,
     backend: str | None = None,
     chunk: Any = CHUNK,
+    k: Any = 1,
+    max_distance: Any = None,
+    metric: str = "euclidean",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of ``source``, the closest row of ``target``: exact, ties to the lowest index.
+    """For each row of ``source``, the closest rows of ``target``: exact, ties to the lowest index.
 
     CHUNKED, ALWAYS: a well can carry a hundred thousand nuclei and the full distance matrix
     between two such sets is 40 GB, so every backend bounds its working set however large the
@@ -315,33 +242,105 @@ def nearest_neighbours(
     neighbours gets the same pairs whatever ran. Coordinates are taken as float32 (as spaCR
     did); "nearest" is decided exactly in float64 on those values.
 
-    :param source: ``(N, D)`` points.
-    :param target: ``(M, D)`` points.
+    :param source: ``(N, D)`` points (uint8 packed bits for ``metric="hamming"``).
+    :param target: ``(M, D)`` points, the same kind.
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
     :param chunk: at most this many source rows per pass; the answer does not depend on it.
-    :returns: ``(indices, distances)``: int64 and float32, both length ``N``. With an empty
-        ``target`` every index is ``-1`` and every distance ``inf``.
+    :param k: neighbours per source row: the ratio test's nearest and second nearest is ``k=2``.
+    :param max_distance: a neighbour farther than this (compared on the returned float32
+        distance) is ``-1`` with distance ``inf``: a cell that left the field is matched to nobody
+        rather than to a stranger. It also prunes the search.
+    :param metric: ``"euclidean"``, or ``"hamming"`` for binary descriptors (ORB): the distance is
+        the count of differing bits, as a float32 holding an exact integer.
+    :returns: ``(indices, distances)``: int64 and float32, of shape ``(N,)`` for ``k=1`` and
+        ``(N, k)`` otherwise, nearest first, equal distances in index order. A neighbour missing
+        (fewer than ``k`` targets, an empty ``target``, or beyond ``max_distance``) is ``-1``/``inf``.
     :raises ValueError: not 2-D, not the same width, no coordinates, NaN or infinite
-        coordinates, or ``chunk < 1``.
-    :raises TypeError: non-numeric points or a non-integer chunk.
+        coordinates, ``chunk < 1``, ``k < 1``, a negative or NaN ``max_distance``, an unknown metric.
+    :raises TypeError: non-numeric points, a non-integer chunk or k, or Hamming points not uint8.
     """
     use_gpu = _options(gpu, backend)
-    src = _points(source, "source")
-    tgt = _points(target, "target")
+    kind = metric_name(metric)
+    count = neighbour_count(k)
+    bound = distance_bound(max_distance)
+    src, tgt = _point_sets(source, target, kind)
     rows = _widths_and_chunk(src.shape, tgt.shape, chunk)
-    with np.errstate(over="ignore"):  # an out-of-range coordinate becomes inf, refused just below
-        src = np.ascontiguousarray(src, dtype=_F32)
-        tgt = np.ascontiguousarray(tgt, dtype=_F32)
-    for name, points in (("source", src), ("target", tgt)):
-        if not np.isfinite(points).all():
-            raise ValueError(f"{name} holds NaN or infinite coordinates (after conversion to float32)")
     n, m = src.shape[0], tgt.shape[0]
     if n == 0 or m == 0:
         REGISTRY.record_core("nearest_neighbours")
-        return np.full(n, -1, dtype=_I64), np.full(n, np.inf, dtype=_F32)
-
+        shape = (n,) if count == 1 else (n, count)
+        return np.full(shape, -1, dtype=_I64), np.full(shape, np.inf, dtype=_F32)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the pair
-        "nearest_neighbours", (_read_only(src), _read_only(tgt), rows), gpu=use_gpu, backend=backend,
-        check=_check_pair, expected=(n, m),
-    )
+        "nearest_neighbours", (_read_only(src), _read_only(tgt), rows, count, bound, kind), gpu=use_gpu,
+        backend=backend, expected=(n, m, count, bound is not None or count > m))
+
+
+def mutual_nearest_neighbours(first: Any, second: Any, *, max_distance: Any = None,
+                              metric: str = "euclidean", gpu: Any = True,
+                              backend: str | None = None) -> np.ndarray:
+    """The pairs of points that are each other's nearest: how spaCR matches cells between cycles.
+
+    Exactly the pairs the two one-way calls agree on: ``(i, j)`` with ``j`` the nearest of
+    ``first[i]`` in ``second`` and ``i`` the nearest of ``second[j]`` in ``first``, both within
+    ``max_distance``. Each direction is one :func:`nearest_neighbours` dispatch (ties to the lowest
+    index on every backend, so the pairs never depend on what ran).
+
+    :param first: ``(N, D)`` points (uint8 packed bits for ``metric="hamming"``).
+    :param second: ``(M, D)`` points, the same kind.
+    :param max_distance: a pair farther apart than this is no pair.
+    :param metric: ``"euclidean"`` or ``"hamming"``.
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: int64 pairs ``(P, 2)`` sorted by the first index.
+    :raises ValueError: as :func:`nearest_neighbours`.
+    :raises TypeError: as :func:`nearest_neighbours`.
+    """
+    forward, _ = nearest_neighbours(first, second, max_distance=max_distance, metric=metric, gpu=gpu,
+                                    backend=backend)
+    served = REGISTRY.last_dispatch()
+    backward, _ = nearest_neighbours(second, first, max_distance=max_distance, metric=metric, gpu=gpu,
+                                     backend=backend)
+    matched = np.flatnonzero(forward >= 0)
+    mutual = matched[backward[forward[matched]] == matched]
+    if served is not None:
+        REGISTRY.record_served("mutual_nearest_neighbours", served.backend)
+    return np.stack([mutual, forward[mutual]], axis=1).astype(_I64, copy=False).reshape(-1, 2)
+
+
+def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: Any = True,
+                 backend: str | None = None) -> np.ndarray:
+    """The peaks of a field: the pixels equal to their window's maximum, as coordinates.
+
+    "A read is a local maximum of the spot score": the pixels where :func:`maximum_filter` of the
+    field equals the field, above ``threshold`` when given. On a card only the coordinates cross
+    the bus: a few kilobytes of peaks instead of the whole 64 MiB filtered field.
+
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)`` (the window never
+        crosses fields).
+    :param size: the window edge, as for :func:`maximum_filter` (even sizes raised to odd).
+    :param threshold: only pixels greater than this are peaks (compared exactly with the pixel's
+        float32 value); ``None``: every local maximum. A NaN pixel is never a peak.
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: int64 coordinates ``(P, field.ndim)`` in row-major order.
+    :raises ValueError: as :func:`maximum_filter`, or a NaN threshold.
+    :raises TypeError: as :func:`maximum_filter`, or a threshold that is not a number.
+    """
+    array = _field(field)
+    window = _window(size)
+    use_gpu = _options(gpu, backend)
+    below = threshold_below(threshold)
+    data = _as_filtered(array)
+    if window <= 1 or array.size == 0 or window >= 2 * max(array.shape[-2:]) - 1:
+        REGISTRY.record_core("local_maxima")
+        values = data.astype(_F32, copy=False)
+        peak = ~np.isnan(values)
+        if window > 1 and array.size:
+            peak &= values == _whole_field_maxima(values)
+        if below is not None:
+            peak &= values > below
+        return np.argwhere(peak).astype(_I64, copy=False)
+    return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the coordinates
+        "local_maxima", (_read_only(data), window, below), gpu=use_gpu, backend=backend,
+        expected=array.shape)

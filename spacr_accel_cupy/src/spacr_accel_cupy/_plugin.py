@@ -15,17 +15,23 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from spacr_accel_core import BackendInfo, BackendUnavailable, hookimpl
+from spacr_accel_core import BackendDeclined, BackendInfo, BackendUnavailable, Declaration, Setting, cpu_requested, hookimpl
 from spacr_accel_core.accelerator import ENV_DEVICE, call_bounded, device_request
 
 from ._kit import Kit, cupy_kit, translate
 
-SPACR_ACCEL_API_VERSION = 1
 NAME = "cupy"
 PRIORITY = 200.0
 """Below torch, above numpy: the seed's order."""
 
-SPACR_ACCEL_BACKEND = BackendInfo(name=NAME, priority=PRIORITY, accelerated=True)
+SPACR_ACCEL_PLUGIN = Declaration(
+    name=NAME, priority=PRIORITY, accelerated=True,
+    settings=(
+        Setting("SPACR_ACCEL_CUPY_PASS_BYTES", "a share of free device memory",
+                "bytes one pass of a primitive may hold on the card (lower it beside another job)"),
+        Setting("CUPY_TF32", "0", "CuPy's TF32 products; the backend widens its exactness window for them"),
+    ),
+)
 """What this plugin is, read by the core without a call (and so without importing CuPy)."""
 
 _T = TypeVar("_T")
@@ -70,9 +76,7 @@ def _device_count() -> int:
 @hookimpl
 def spacr_accel_backend_info() -> BackendInfo:
     """Usable where CuPy reaches at least one CUDA device and ``SPACR_DEVICE`` does not forbid it."""
-    def info(usable: bool, note: str) -> BackendInfo:
-        return BackendInfo(name=NAME, priority=PRIORITY, accelerated=True, usable=usable, note=note)
-
+    info = BackendInfo
     forced = device_request()
     if forced.cpu:
         return info(False, f"{ENV_DEVICE}={forced.text.lower()} forces the CPU")
@@ -105,6 +109,8 @@ def _selected_device() -> Iterator[None]:
 
 def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
     """Run one primitive on the card, translating CuPy's errors for the dispatcher."""
+    if cpu_requested():
+        raise BackendDeclined("cupy runs on a CUDA card only, and the call forced it with gpu=False")
     kit: Kit = cupy_kit()
     try:
         with _selected_device():

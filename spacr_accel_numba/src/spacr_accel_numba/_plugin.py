@@ -1,6 +1,6 @@
 """The numba backend's hookimpls: the CPU's fastest exact filter and low-dimensional search.
 
-WHAT IT IS, WITHOUT IMPORTING NUMBA. :data:`SPACR_ACCEL_BACKEND` is read when the plugin loads;
+WHAT IT IS, WITHOUT IMPORTING NUMBA. :data:`SPACR_ACCEL_PLUGIN` is read when the plugin loads;
 :func:`spacr_accel_backend_info` only looks for numba on the path (``import numba`` costs ~0.5 s,
 which discovery must not pay). The kernels are compiled in the background from the first call on
 (:mod:`._warm`); until a kernel is ready its calls decline and the NumPy floor answers them.
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from dataclasses import replace
 from types import ModuleType
 from typing import Final
 
 import numpy as np
 
-from spacr_accel_core import BackendDeclined, BackendInfo, hookimpl
+from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, hookimpl
 from spacr_accel_core.exact import distances
 
 from . import _warm
@@ -25,22 +24,21 @@ from ._grid import DIMENSIONS, search
 from ._wide import WIDE
 from ._wide import search as search_wide
 
-SPACR_ACCEL_API_VERSION = 1
 NAME: Final = "numba"
 PRIORITY: Final = 120.0
 """Above the NumPy floor (100), whose answers it repeats bit for bit, faster; below every
 accelerated backend (CuPy 200, torch 300): a usable GPU still wins."""
 
-SPACR_ACCEL_BACKEND: Final = BackendInfo(name=NAME, priority=PRIORITY, accelerated=False)
+SPACR_ACCEL_PLUGIN: Final = Declaration(
+    name=NAME, priority=PRIORITY, accelerated=False,
+    # Camera fields filtered in their own dtype (the ones the filter is compiled for: uint8,
+    # uint16); the core casts an int8 or int16 field to float32 for this plugin.
+    field_dtypes=tuple(name for name in _warm.FIELD_DTYPES if name != "float32"),
+    # The kernel writes ``maximum + 0.0`` (a float field) or the exact cast of an integer, so a
+    # maximum of zero is ``+0.0`` already, and the core skips its own ``+0.0`` pass.
+    positive_zeros=True,
+)
 """What this plugin is, read by the core without a call."""
-
-SPACR_ACCEL_FIELD_DTYPES: Final = tuple(name for name in _warm.FIELD_DTYPES if name != "float32")
-"""Camera fields filtered in their own dtype (the ones the filter is compiled for: uint8, uint16);
-the core casts an int8 or int16 field to float32 for this plugin."""
-
-SPACR_ACCEL_POSITIVE_ZEROS: Final = True
-"""The kernel writes ``maximum + 0.0`` (a float field) or the exact cast of an integer, so a maximum
-of zero is ``+0.0`` already, and the core skips its own ``+0.0`` pass over the result."""
 
 _FILTERED = frozenset(np.dtype(name) for name in _warm.FIELD_DTYPES)
 
@@ -49,12 +47,11 @@ _FILTERED = frozenset(np.dtype(name) for name in _warm.FIELD_DTYPES)
 def spacr_accel_backend_info() -> BackendInfo:
     """Usable where numba is installed; looked for, not imported (that is the warm-up's to do)."""
     if importlib.util.find_spec("numba") is None:
-        return replace(SPACR_ACCEL_BACKEND, usable=False,
-                       note="numba is not installed; `pip install numba` (or `spacr-accel[numba]`)")
+        return BackendInfo(usable=False,
+                           note="numba is not installed; `pip install numba` (or `spacr-accel[numba]`)")
     if _warm.failure() is not None:
-        return replace(SPACR_ACCEL_BACKEND, usable=False, note=f"numba could not compile here ({_warm.failure()})")
-    return replace(SPACR_ACCEL_BACKEND, usable=True,
-                   note="numba-compiled loops on the CPU (compiled in the background on first use)")
+        return BackendInfo(usable=False, note=f"numba could not compile here ({_warm.failure()})")
+    return BackendInfo(usable=True, note="numba-compiled loops on the CPU (compiled in the background on first use)")
 
 
 @hookimpl

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core import BackendInfo, Declaration, Setting, cpu_requested, hookimpl
 from spacr_accel_core.accelerator import ENV_DEVICE, Accelerator, call_bounded, device_request
 
 from . import _probe
@@ -26,12 +26,19 @@ from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's
     spacr_accel_probe,
 )
 
-SPACR_ACCEL_API_VERSION = 1
 NAME = "torch"
 PRIORITY = 300.0
 """Highest of the shipped backends (the seed's order: torch, then cupy, then numpy)."""
 
-SPACR_ACCEL_BACKEND = BackendInfo(name=NAME, priority=PRIORITY, accelerated=True)
+SPACR_ACCEL_PLUGIN = Declaration(
+    name=NAME, priority=PRIORITY, accelerated=True,
+    settings=(
+        Setting("SPACR_ACCEL_TORCH_PASS_BYTES", "a share of free device memory",
+                "bytes one pass of a primitive may hold on the device (lower it beside another job)"),
+        Setting("PYTORCH_ENABLE_MPS_FALLBACK", "1 on macOS",
+                "run operators Metal lacks on the CPU instead of raising (read by torch at import)"),
+    ),
+)
 """What this plugin is, read by the core without a call (and so without importing torch)."""
 
 _T = TypeVar("_T")
@@ -80,9 +87,7 @@ def _detect_bounded() -> Accelerator | None:
 @hookimpl
 def spacr_accel_backend_info() -> BackendInfo:
     """Usable for automatic dispatch only where torch has a GPU of any vendor to run on."""
-    def info(usable: bool, note: str) -> BackendInfo:
-        return BackendInfo(name=NAME, priority=PRIORITY, accelerated=True, usable=usable, note=note)
-
+    info = BackendInfo
     forced = device_request()
     if forced.cpu:
         return info(False, f"{ENV_DEVICE}={forced.text} forces the CPU (backend='torch' still runs there)")
@@ -100,10 +105,11 @@ def spacr_accel_backend_info() -> BackendInfo:
 
 
 def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
-    """Run one primitive on the resolved device, translating the device's errors for dispatch."""
-    from ._runtime import target, translate
+    """Run one primitive on the resolved device (the CPU when the call forced torch with
+    ``gpu=False``), translating the device's errors for dispatch."""
+    from ._runtime import cpu_target, target, translate
 
-    device = target()
+    device = cpu_target() if cpu_requested() else target()
     try:
         return work(*args, device)
     except Exception as exc:
@@ -121,7 +127,7 @@ def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
 
 
 @hookimpl
-def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:  # out= is copied in by the core
     from ._ops import matmul
 
     return _run("matmul", matmul, first, second)

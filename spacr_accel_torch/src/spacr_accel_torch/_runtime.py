@@ -77,6 +77,8 @@ class _State:
         self.target: tuple[Accelerator, Device] | None = None
         """The last resolved accelerator and the Device built for it: ``resolve()`` hands out the
         same object until someone refreshes it, so a call compares identity, not fields."""
+        self.cpu: Device | None = None
+        """torch on the CPU, built on the first call forced with ``gpu=False``."""
         self.window: PrecisionWindow[dict[str, str], dict[str, str]] = PrecisionWindow()
         """This package's calls inside :func:`ieee_float32` now, and the settings to put back."""
 
@@ -105,6 +107,15 @@ def target() -> Device:
     device = _build_target(found)
     _STATE.target = (found, device)
     return device
+
+
+def cpu_target() -> Device:
+    """torch on the CPU: a call that forced ``backend="torch"`` with ``gpu=False`` (spaCR runs
+    torch models on the CPU that way when the card is busy)."""
+    cached = _STATE.cpu
+    if cached is None:
+        cached = _STATE.cpu = _build_target(Accelerator(kind="cpu", device="cpu", label="CPU"))
+    return cached
 
 
 def _build_target(found: Accelerator) -> Device:

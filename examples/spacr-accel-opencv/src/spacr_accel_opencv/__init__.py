@@ -7,6 +7,6 @@ The plugin lives in :mod:`spacr_accel_opencv._plugin` (the ``opencv`` entry poin
 
 from __future__ import annotations
 
-from ._plugin import NAME, PRIORITY, SPACR_ACCEL_BACKEND
+from ._plugin import NAME, PRIORITY, SPACR_ACCEL_PLUGIN
 
-__all__ = ["NAME", "PRIORITY", "SPACR_ACCEL_BACKEND"]
+__all__ = ["NAME", "PRIORITY", "SPACR_ACCEL_PLUGIN"]

@@ -12,7 +12,7 @@ the window, while the contract says a window holding a NaN yields NaN. Rather th
 the backend declines such a field (:class:`~spacr_accel_core.BackendDeclined`) and the core hands
 it to the next backend.
 
-WHAT IT IS, WITHOUT IMPORTING OPENCV. :data:`SPACR_ACCEL_BACKEND` declares name, priority and
+WHAT IT IS, WITHOUT IMPORTING OPENCV. :data:`SPACR_ACCEL_PLUGIN` declares name, priority and
 ``accelerated`` as a plain attribute, read when the plugin is loaded; whether OpenCV imports here is
 asked lazily through :func:`spacr_accel_backend_info`, and ``cv2`` itself is imported only there
 and in the primitive. (A core that predates the attribute calls :func:`spacr_accel_backend_info`
@@ -22,28 +22,27 @@ at discovery instead; it answers the same name, priority and ``accelerated``.)
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 from types import ModuleType
 from typing import Final
 
 import numpy as np
 
-from spacr_accel_core import BackendDeclined, BackendInfo, BackendUnavailable, hookimpl
+from spacr_accel_core import BackendDeclined, BackendInfo, BackendUnavailable, Declaration, hookimpl
 from spacr_accel_core.accelerator import call_bounded
 
-SPACR_ACCEL_API_VERSION = 1
 NAME: Final = "opencv"
 PRIORITY: Final = 150.0
 """Above the NumPy floor (100), below every accelerated backend (CuPy 200, torch 300): a GPU that
 is usable still wins, and on the CPU this is the faster exact filter (see the README's benchmark)."""
 
-SPACR_ACCEL_BACKEND: Final = BackendInfo(name=NAME, priority=PRIORITY, accelerated=False)
+SPACR_ACCEL_PLUGIN: Final = Declaration(
+    name=NAME, priority=PRIORITY, accelerated=False,
+    # Camera fields ``cv2.dilate`` filters in their own type (OpenCV's 8U, 16U and 16S images), so
+    # the core passes them unconverted and the result is cast to float32 once. ``int8`` is absent
+    # because ``cv2.dilate`` refuses 8S images: the core casts such a field to float32 for us.
+    field_dtypes=("uint8", "uint16", "int16"),
+)
 """What this plugin is, declared statically so the registry ranks it without importing OpenCV."""
-
-SPACR_ACCEL_FIELD_DTYPES: Final = ("uint8", "uint16", "int16")
-"""Camera fields ``cv2.dilate`` filters in their own type (OpenCV's 8U, 16U and 16S images), so the
-core passes them unconverted and the result is cast to float32 once. ``int8`` is absent because
-``cv2.dilate`` refuses 8S images: the core casts such a field to float32 for this plugin."""
 
 
 @functools.cache
@@ -61,9 +60,9 @@ def spacr_accel_backend_info() -> BackendInfo:
     try:
         cv2 = call_bounded(_opencv, "import cv2")
     except RuntimeError as exc:
-        return replace(SPACR_ACCEL_BACKEND, usable=False,
-                       note=f"OpenCV does not import here ({exc}); `pip install opencv-python-headless`")
-    return replace(SPACR_ACCEL_BACKEND, usable=True, note=f"cv2.dilate on the CPU (OpenCV {cv2.__version__})")
+        return BackendInfo(usable=False,
+                           note=f"OpenCV does not import here ({exc}); `pip install opencv-python-headless`")
+    return BackendInfo(usable=True, note=f"cv2.dilate on the CPU (OpenCV {cv2.__version__})")
 
 
 @functools.lru_cache(maxsize=16)
@@ -80,7 +79,7 @@ def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     """The windowed maximum by ``cv2.dilate``; declines a field holding a NaN.
 
     :param field: non-empty 2-D float32, or uint8/uint16/int16 as declared in
-        :data:`SPACR_ACCEL_FIELD_DTYPES`; possibly non-contiguous and read-only (never written).
+        the declaration's ``field_dtypes``; possibly non-contiguous and read-only (never written).
     :param size: the odd window edge, at least 3.
     """
     narrow = field.dtype != np.float32  # an integer camera field: it holds no NaN

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
-from spacr_accel_core import hookimpl
+from spacr_accel_core import Declaration, hookimpl
 from spacr_accel_core.accelerator import call_bounded
 
-SPACR_ACCEL_API_VERSION = 1
+SPACR_ACCEL_PLUGIN: Final = Declaration(name="openvino", priority=50.0)
+"""What this plugin is: a prober with no primitive (so its priority only orders it among probers)."""
 
 REACHED_BY_TORCH: Final = frozenset({"CPU", "GPU"})
 """OpenVINO device types that are silicon some torch device drives: never named as neural engines."""

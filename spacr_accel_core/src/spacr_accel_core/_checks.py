@@ -1,0 +1,220 @@
+"""The input checks every operation shares, wherever its arrays live (NumPy in ``ops``, Dask in
+``dask``): one home, so a wrong call fails with the same words on every path."""
+
+from __future__ import annotations
+
+import operator
+import sys
+from typing import Any
+
+import numpy as np
+
+from ._errors import describe
+
+_NUMERIC_KINDS = frozenset("biuf")
+_F32 = np.dtype(np.float32)
+_I64 = np.dtype(np.int64)
+_ZERO = np.float32(0.0)
+
+
+def _numeric(value: Any, name: str) -> np.ndarray:
+    if type(value) is np.ndarray:
+        array = value
+    else:
+        if "numpy.ma" in sys.modules and isinstance(value, np.ma.MaskedArray):
+            # scipy.ndimage ignores the mask as well, silently; a peak under the mask would be
+            # reported as real, so the caller decides (``.filled(...)`` or ``.data``).
+            raise TypeError(f"{name} is a masked array; pass {name}.filled(value) or {name}.data "
+                            "(a mask would be silently ignored)")
+        try:
+            array = np.asarray(value)
+        except ValueError as exc:  # ragged lists: a shape, not a type, is wrong
+            raise ValueError(f"{name} cannot be read as an array: {describe(exc)}") from None
+        except (RuntimeError, TypeError) as exc:
+            # A torch tensor that requires grad or has its conjugate bit set raises RuntimeError,
+            # the class that would read as "backend declined": it is the caller's input that is wrong.
+            raise TypeError(f"{name} cannot be read as a NumPy array: {describe(exc)}") from None
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        raise TypeError(
+            f"{name} must hold real numbers (bool, integer or float), got dtype {array.dtype}"
+        )
+    return array
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A view of ``array`` that a plugin cannot write to (no copy).
+
+    A plugin that scribbles into its input and then declines would corrupt the caller's array and
+    the input the next backend computes on; with a read-only view the write raises inside the
+    plugin (``ValueError: assignment destination is read-only``), which makes it that plugin's
+    fault. (A plugin that sets ``flags.writeable = True`` on it is not careless but hostile; NumPy
+    cannot refuse that without a copy, which the per-tile path cannot afford.)
+    """
+    view = array.view()
+    view.setflags(write=False)  # ~0.4 us: reading ``flags`` first would double it on the per-tile path
+    return view
+
+
+def _options(gpu: Any, backend: Any) -> bool:
+    """``gpu`` as a bool and ``backend`` checked: the keywords every operation shares.
+
+    ``0`` and ``1`` are taken as ``False`` and ``True``: spaCR reads its settings from files and
+    forms, where a flag arrives as an integer. Anything else (``2``, ``"yes"``, ``None``) is refused
+    rather than guessed.
+    """
+    if gpu is not True and gpu is not False:
+        if isinstance(gpu, (bool, np.bool_)) or (isinstance(gpu, (int, np.integer)) and gpu in (0, 1)):
+            gpu = bool(gpu)
+        else:
+            raise TypeError(f"gpu must be True or False (or 1 or 0), got {type(gpu).__name__} ({gpu!r})")
+    if backend is not None and (type(backend) is not str or not backend):
+        raise TypeError(f"backend must be a backend name (a non-empty str) or None, got {backend!r}")
+    return bool(gpu)
+
+
+def _integer(value: Any, name: str) -> int:
+    """A whole number of pixels or rows: any integer, or a float holding a whole number.
+
+    spaCR computes sizes from radii and scales (``2 * radius + 1`` with a float radius), so ``7.0``
+    and ``np.float32(7)`` are taken as 7; a fraction is refused rather than silently rounded.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got a bool ({value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if not number.is_integer():  # NaN and infinity are not whole numbers either
+            raise ValueError(f"{name} must be a whole number, got {value!r}")
+        return int(number)
+    raise TypeError(f"{name} must be an integer, got {type(value).__name__} ({value!r})")
+
+
+
+def _product_shape(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's ``@`` result shape, or ValueError naming both operands."""
+    if len(first) == 2 and len(second) == 2:  # the per-tile case: keep it cheap
+        if first[1] != second[0]:
+            raise ValueError(
+                f"matmul: first has {first[1]} columns but second has {second[0]} rows "
+                f"(shapes {first} and {second})"
+            )
+        return (first[0], second[1])
+    inner_first = first[-1]
+    inner_second = second[0] if len(second) == 1 else second[-2]
+    if inner_first != inner_second:
+        raise ValueError(
+            f"matmul: the last axis of first ({inner_first}) must match the "
+            f"{'only' if len(second) == 1 else 'second-to-last'} axis of second ({inner_second}) "
+            f"(shapes {first} and {second})"
+        )
+    batch_first = first[:-2]
+    batch_second = second[:-2]
+    try:
+        batch = np.broadcast_shapes(batch_first, batch_second)
+    except ValueError:
+        raise ValueError(
+            f"matmul: the batch axes of first {first} and second {second} do not broadcast"
+        ) from None
+    rows = (first[-2],) if len(first) >= 2 else ()
+    cols = (second[-1],) if len(second) >= 2 else ()
+    return tuple(batch) + rows + cols
+
+
+
+def _points(value: Any, name: str) -> np.ndarray:
+    array = _numeric(value, name)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D (points, coordinates) array, got shape {array.shape}")
+    return array
+
+
+def _widths_and_chunk(source: tuple[int, ...], target: tuple[int, ...], chunk: Any) -> int:
+    """The checks two 2-D point sets share, wherever they live (NumPy here, Dask in its module):
+    the same width, at least one coordinate, and a chunk of at least one row, which is returned."""
+    if source[1] != target[1]:
+        raise ValueError(
+            f"source and target must have the same width (coordinates per point): "
+            f"source has {source[1]} coordinates per point, target has {target[1]}"
+        )
+    if source[1] == 0:
+        raise ValueError("source and target must have at least one coordinate per point")
+    rows = _integer(chunk, "chunk")
+    if rows < 1:
+        raise ValueError(f"chunk must be at least 1 row, got {rows}")
+    return rows
+
+
+
+
+def out_array(out: Any, shape: tuple[int, ...], *inputs: np.ndarray) -> np.ndarray | None:
+    """``out=`` checked by NumPy's convention: ``None``, or a writable C-contiguous float32 array of
+    the result's shape that shares no memory with an input (a backend reading an input while
+    writing the result would read its own output)."""
+    if out is None:
+        return None
+    if type(out) is not np.ndarray:
+        raise TypeError(f"out must be a NumPy array (or None), got {type(out).__name__}")
+    if out.dtype != _F32:
+        raise TypeError(f"out must be float32 (the result's dtype), got {out.dtype}")
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}; the result's shape is {shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be C-contiguous and writable")
+    if any(np.may_share_memory(out, array) for array in inputs):
+        raise ValueError("out overlaps an input; pass a separate array")
+    return out
+
+
+def threshold_below(threshold: Any) -> np.float32 | None:
+    """The float32 ``t`` for which, for every float32 pixel ``v``, ``v > t`` is exactly ``v > threshold``.
+
+    A backend compares in float32 on the device; rounding the caller's threshold to the nearest
+    float32 could move a pixel across it, so it is rounded DOWN: the largest float32 at or below
+    it. Between that and the next float32 up lies no pixel value, so the comparison is exact.
+    """
+    if threshold is None:
+        return None
+    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (int, float, np.integer, np.floating)):
+        raise TypeError(f"threshold must be a real number or None, got {type(threshold).__name__}")
+    value = float(threshold)
+    if value != value:
+        raise ValueError("threshold is NaN; pass None for no threshold")
+    with np.errstate(over="ignore"):
+        below = np.float32(value)
+    if float(below) > value:
+        below = np.nextafter(below, np.float32(-np.inf))
+    return np.float32(below)
+
+
+def distance_bound(max_distance: Any) -> float | None:
+    """``max_distance`` as a float, or ``None`` (no bound); NaN and negatives are refused."""
+    if max_distance is None:
+        return None
+    if isinstance(max_distance, (bool, np.bool_)) or not isinstance(
+            max_distance, (int, float, np.integer, np.floating)):
+        raise TypeError(f"max_distance must be a non-negative number or None, got {type(max_distance).__name__}")
+    value = float(max_distance)
+    if not value >= 0.0:
+        raise ValueError(f"max_distance must be a non-negative number, got {max_distance!r}")
+    return None if value == float("inf") else value
+
+
+METRICS = ("euclidean", "hamming")
+
+
+def metric_name(metric: Any) -> str:
+    if not isinstance(metric, str):
+        raise TypeError(f"metric must be a string, one of {METRICS}, got {type(metric).__name__}")
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    return metric
+
+
+def neighbour_count(k: Any) -> int:
+    count = _integer(k, "k")
+    if count < 1:
+        raise ValueError(f"k must be at least 1 neighbour, got {count}")
+    return count

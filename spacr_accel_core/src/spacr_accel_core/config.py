@@ -1,0 +1,168 @@
+"""Every setting of spacr-accel in one typed object: defaults from the environment, overrides per context.
+
+WHY ONE OBJECT. A lab sets the order once for a process (``SPACR_ACCEL_BACKENDS`` in a job
+script), a pipeline step narrows it for one block of code (``with config.override(...)``), and a
+CI job must be able to prove the card ran (``only=True``: a decline is an error, not a quiet
+answer from the CPU). Reading those in one place, with one precedence (a context override, then
+the environment, then the default), is what keeps them from disagreeing. Plugins declare their own
+variables (:class:`~spacr_accel_core.Setting` in their declaration); :func:`variables` lists the
+core's and theirs, and the doctor prints them, so the core names no vendor.
+
+Context overrides live in a :mod:`contextvars` variable, so threads and asyncio tasks do not see
+each other's choice. The environment is read at discovery (:func:`spacr_accel_core.refresh` reads
+it again).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
+from typing import Final
+
+from ._declaration import Setting
+
+__all__ = ["Config", "current", "environment", "override", "variables"]
+
+ENV_BACKENDS: Final = "SPACR_ACCEL_BACKENDS"
+ENV_DISABLE: Final = "SPACR_ACCEL_DISABLE"
+ENV_ONLY: Final = "SPACR_ACCEL_ONLY"
+ENV_OPERATION_PREFIX: Final = "SPACR_ACCEL_BACKENDS_"
+ENV_PROBE_TIMEOUT: Final = "SPACR_ACCEL_PROBE_TIMEOUT"
+ENV_DEVICE: Final = "SPACR_DEVICE"
+
+_CORE_VARIABLES: Final = (
+    Setting(ENV_BACKENDS, "", "backends to use, best first, e.g. 'cupy,numpy' (the floor is appended "
+            "unless SPACR_ACCEL_ONLY is set)"),
+    Setting(f"{ENV_OPERATION_PREFIX}<OPERATION>", "", "the same for one operation, e.g. "
+            "SPACR_ACCEL_BACKENDS_MAXIMUM_FILTER=opencv,numba"),
+    Setting(ENV_ONLY, "0", "1: only the named backends run; a decline is an error instead of a fall-through"),
+    Setting(ENV_DISABLE, "", "plugins never imported, e.g. a plugin that crashes the interpreter"),
+    Setting(ENV_PROBE_TIMEOUT, "60", "seconds a device probe or a plugin's answer may take"),
+    Setting(ENV_DEVICE, "", "force the device: cpu, cuda:1, mps, xpu"),
+)
+
+
+def split_names(value: str | None) -> tuple[str, ...]:
+    """``"cupy, numpy,,cupy"`` -> ``("cupy", "numpy")``: order kept, blanks and repeats dropped."""
+    if not value:
+        return ()
+    return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings in force.
+
+    :param backends: backends to use, best first (the floor appended unless ``only``); ``None``: all,
+        by priority.
+    :param only: only the backends named (for the operation, or in ``backends``) run, and nothing
+        after them: a decline is an error that names the backend and its reason.
+    :param operations: per operation, its own order (overrides ``backends`` for that operation),
+        as ``((operation, (name, ...)), ...)`` so the record stays hashable.
+    :param disable: plugins never imported (read at discovery only).
+    """
+
+    backends: tuple[str, ...] | None = None
+    only: bool = False
+    operations: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    disable: tuple[str, ...] = ()
+
+    def order_for(self, operation: str) -> tuple[str, ...] | None:
+        """The names in force for ``operation``: its own order, else :attr:`backends`."""
+        for name, order in self.operations:
+            if name == operation:
+                return order
+        return self.backends
+
+
+def environment(environ: Mapping[str, str] | None = None) -> Config:
+    """The configuration the environment gives (what a process starts with).
+
+    :param environ: the variables to read; ``os.environ`` when not given.
+    """
+    env = os.environ if environ is None else environ
+    operations = tuple(sorted(
+        (key[len(ENV_OPERATION_PREFIX):].lower(), split_names(value))
+        for key, value in env.items()
+        if key.startswith(ENV_OPERATION_PREFIX) and split_names(value)))
+    return Config(backends=split_names(env.get(ENV_BACKENDS)) or None,
+                  only=env.get(ENV_ONLY, "").strip().lower() in ("1", "true", "yes", "on"),
+                  operations=operations,
+                  disable=split_names(env.get(ENV_DISABLE)))
+
+
+_context: contextvars.ContextVar[Config | None] = contextvars.ContextVar("spacr_accel_config", default=None)
+
+
+def current() -> Config:
+    """The configuration in force here: this context's override, else the environment's."""
+    from ._registry import REGISTRY  # the environment as read at discovery
+
+    return _context.get() or REGISTRY.environment()
+
+
+def overridden() -> Config | None:
+    """This context's override, or ``None`` (the per-call path reads only this)."""
+    return _context.get()
+
+
+@contextmanager
+def override(*, backends: tuple[str, ...] | list[str] | None = None, only: bool | None = None,
+             operations: Mapping[str, tuple[str, ...] | list[str]] | None = None) -> Iterator[Config]:
+    """Change the settings for this context only: ``with config.override(only=True, backends=["cupy"]):``.
+
+    Settings not given keep their value in force. A name no installed plugin has makes the calls
+    inside the context raise ``ValueError`` listing those that are installed.
+
+    :param backends: backends to use, best first.
+    :param only: ``True``: no fall-through beyond the named backends.
+    :param operations: ``{operation: (name, ...)}``, an order per operation.
+    :raises TypeError: a name that is not a non-empty string, or ``only`` that is not a bool.
+    :raises ValueError: an unknown operation, or ``only=True`` with no backend named anywhere.
+    """
+    base = current()
+    changes: dict[str, object] = {}
+    if backends is not None:
+        changes["backends"] = _names(backends, "backends")
+    if only is not None:
+        if not isinstance(only, bool):
+            raise TypeError(f"only must be True or False, got {only!r}")
+        changes["only"] = only
+    if operations is not None:
+        from ._operations import OPERATIONS
+
+        unknown = sorted(set(operations) - set(OPERATIONS))
+        if unknown:
+            raise ValueError(f"operations names unknown operations {unknown}; known: {sorted(OPERATIONS)}")
+        changes["operations"] = tuple(sorted((op, _names(order, f"operations[{op!r}]"))
+                                             for op, order in operations.items()))
+    settings = replace(base, **changes)  # type: ignore[arg-type]  # each change checked above
+    if settings.only and settings.backends is None and not settings.operations:
+        raise ValueError("only=True needs backends to be named (backends= or operations=)")
+    token = _context.set(settings)
+    try:
+        yield settings
+    finally:
+        _context.reset(token)
+
+
+def _names(value: object, what: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not value \
+            or not all(isinstance(n, str) and n for n in value):
+        raise TypeError(f"{what} must be a non-empty list of backend names, got {value!r}")
+    return tuple(dict.fromkeys(value))
+
+
+def variables() -> tuple[tuple[str, Setting], ...]:
+    """Every environment variable spacr-accel reads: ``("core", setting)`` for the core's own, then
+    ``(plugin name, setting)`` for each that a loaded plugin declares (what the doctor prints)."""
+    from ._registry import REGISTRY
+
+    return (*(("core", s) for s in _CORE_VARIABLES), *REGISTRY.declared_settings())
+
+
+def _field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Config))
