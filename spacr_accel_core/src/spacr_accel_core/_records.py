@@ -15,20 +15,16 @@ Status = Literal["ok", "unusable", "faulty", "blocked", "incompatible", "duplica
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """What a plugin says about itself, from its ``spacr_accel_backend_info`` hook.
+    """A backend's answer to ``spacr_accel_backend_info``: can it run here now, and on what.
 
-    :param name: the plugin's name; should equal its entry point's name.
-    :param priority: higher runs first. The defaults follow spaCR's order: torch 300,
-        cupy 200, numpy 100 (the floor). Equal priorities break ties by name.
-    :param accelerated: it needs a device, so ``gpu=False`` refuses it outright.
+    What the plugin IS (name, priority, ``accelerated``) is its :class:`~spacr_accel_core.Declaration`;
+    this is only the lazy, per-process answer about this machine.
+
     :param usable: it can serve automatic dispatch here, now. A plugin that is not usable is
         skipped by automatic dispatch but may still be forced with ``backend=``.
     :param note: why it is not usable (empty when it is), or what it will run on.
     """
 
-    name: str
-    priority: float
-    accelerated: bool
     usable: bool = True
     note: str = ""
 
@@ -177,3 +173,56 @@ def _loaded_torch() -> Any:
         return importlib.import_module("torch")
     except BaseException:  # a half-installed torch can raise anything, SystemExit included
         return None
+
+
+HOST_DEVICE_KINDS: Final[tuple[str, ...]] = ("gpu", "npu")
+"""What a :class:`HostDevice` is: a graphics processor, or a neural processing unit."""
+
+
+@dataclass(frozen=True)
+class HostDevice:
+    """A piece of compute silicon the operating system lists, found without any vendor library.
+
+    "Detected" comes from these records, "usable" from the framework: a card the OS lists that
+    torch cannot reach (a CPU-only wheel, a driver too old) is reported found, not used, instead
+    of leaving the machine looking GPU-less. Gathered from every ``spacr_accel_host_devices`` hook
+    (the core's own OS inventory is one of them); a third party, or a test, adds silicon there.
+
+    :param vendor: the maker as a user names it (``"NVIDIA"``, ``"AMD"``, ``"Intel"``,
+        ``"Apple"``, ``"Qualcomm"``): what decides which wheel or driver to install.
+    :param name: the marketing name when the OS knows it (``"NVIDIA GeForce RTX 4090"``), else a
+        generic one with the PCI id, so a user can still look it up.
+    :param kind: ``"gpu"`` or ``"npu"`` (:data:`HOST_DEVICE_KINDS`): an NPU is never a torch device.
+    :param pci_id: ``"vendor:device"`` in hex (``"10de:2684"``), empty where the OS gives none.
+    :param address: where the OS lists it (a PCI address such as ``"0000:01:00.0"``); empty if none.
+    :param driver: the kernel driver bound to it (``"nvidia"``, ``"amdgpu"``, ``"nouveau"``), empty
+        when none is: the difference between "install a driver" and "install a wheel".
+    :param driver_version: that driver's version where the OS says (``"550.54.14"``), else empty.
+    :param memory_total: device memory in bytes where the OS reports it without a vendor library
+        (AMD's ``mem_info_vram_total``); ``None`` when unknown.
+    :param source: what listed it (``"sysfs"``, ``"system_profiler"``, ``"registry"``, or a
+        plugin's own word), so a wrong entry can be traced.
+    """
+
+    vendor: str
+    name: str
+    kind: str = "gpu"
+    pci_id: str = ""
+    address: str = ""
+    driver: str = ""
+    driver_version: str = ""
+    memory_total: int | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for attribute in ("vendor", "name", "kind", "pci_id", "address", "driver", "driver_version", "source"):
+            if not isinstance(getattr(self, attribute), str):
+                raise TypeError(f"HostDevice {attribute} must be a str, not "
+                                f"{type(getattr(self, attribute)).__name__}")
+        if not self.vendor.strip() or not self.name.strip():
+            raise ValueError("HostDevice vendor and name must not be empty")
+        if self.kind not in HOST_DEVICE_KINDS:
+            raise ValueError(f"HostDevice kind must be one of {HOST_DEVICE_KINDS}, not {self.kind!r}")
+        if self.memory_total is not None and (isinstance(self.memory_total, bool)
+                                              or not isinstance(self.memory_total, int)):
+            raise TypeError("HostDevice memory_total must be an int number of bytes or None")
