@@ -8,7 +8,10 @@ from spacr_accel_core import Declaration, hookimpl
 from spacr_accel_core.exact import EXACT_IN_FLOAT32, integer_matmul
 
 from ._filter import window_maximum
+from ._hamming import hamming_nearest
+from ._knearest import k_nearest
 from ._nearest import nearest
+from ._peaks import local_maxima, maximum_filter_stack
 
 PRIORITY = 100.0
 """Lowest of the shipped backends; and ``try_last``: everything else is tried first, this always answers."""
@@ -19,14 +22,23 @@ SPACR_ACCEL_PLUGIN = Declaration(
     name="numpy", priority=PRIORITY, accelerated=False, try_last=True,
     # Camera fields the filter takes in their own dtype (:data:`._filter.NARROW`).
     field_dtypes=("uint8", "int8", "uint16", "int16"),
+    # A stack is filtered field by field in one threaded pass (:func:`._peaks.maximum_filter_stack`).
+    stacks=True,
 )
 """What this plugin is, read by the core without a call. It needs no usability answer: NumPy and
 SciPy are its own dependencies, so it always runs."""
 
 
 @hookimpl
-def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    return window_maximum(field, size)
+def spacr_accel_maximum_filter(field: np.ndarray, size: int, out: np.ndarray | None) -> np.ndarray:
+    if field.ndim == 2 and out is None:
+        return window_maximum(field, size)
+    return maximum_filter_stack(field, size, out)
+
+
+@hookimpl
+def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
+    return local_maxima(field, size, None if threshold is None else float(threshold))
 
 
 @hookimpl
@@ -52,5 +64,12 @@ def spacr_accel_matmul(first: np.ndarray, second: np.ndarray, out: np.ndarray | 
 
 
 @hookimpl
-def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    return nearest(source, target, chunk)
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
+                                   max_distance: float | None, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    if metric == "hamming":
+        index, distance = hamming_nearest(source, target, k, max_distance)
+    elif k == 1 and max_distance is None:
+        return nearest(source, target, chunk)  # the per-tile case: the floor's own k=1 search
+    else:
+        index, distance = k_nearest(source, target, k, max_distance, chunk)
+    return (index[:, 0].copy(), distance[:, 0].copy()) if k == 1 else (index, distance)
