@@ -1,0 +1,238 @@
+"""Exact ``k`` nearest neighbours within an optional distance, lowest index among equals.
+
+WHY A KD-TREE NOMINATES AND ``exact_squared`` DECIDES. As for one neighbour (:mod:`._nearest`),
+the tree's float64 distances are rounded differently from the contract's sum and its order among
+equals is its own; so it only nominates. Asked for ``k + 1`` neighbours, it shows for every source
+whether the ``k``-th place is contested: when the ``(k + 1)``-th is within rounding of the ``k``-th
+(a lattice, a ring of equidistant cells), every target that close is gathered by a ball query and
+the places are settled by the float64 sum of squared differences, then the lower index.
+
+WHY ``max_distance`` IS PADDED. The answer compares the returned float32 distance with the limit;
+a float64 distance a hair above the limit may round down to it. The tree is asked for everything
+within ``limit (1 + 2**-20)``, far above both roundings, and the exact distances then decide.
+
+WHY DUPLICATES ARE SEARCHED ONCE. Copies of one point tie with each other for every source: 30,000
+copies of one centroid would put 30,000 targets in every contested place. The distinct points are
+searched instead, and each chosen distinct point gives its first ``k`` copies as candidates (a
+copy beyond those can never make the first ``k``: ``k`` copies before it are as near and lower).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from spacr_accel_core.exact import distances, distinct_rows, exact_squared
+from spacr_accel_core.tiling import cpu_threads
+
+_log = logging.getLogger(__name__)
+
+_BRUTE_PAIRS = 1 << 16  # below this many pairs, exact brute force is the fastest thing
+_BLOCK_BYTES = 48 << 20  # working set of one block of the brute force
+_KD_SLACK = 1e-9  # relative; float64 KD-tree distances differ from the reference by ~D * 1e-16
+_BOUND_SLACK = 2.0 ** -20  # relative: far above float32's rounding of a distance (2**-24)
+_BOUND_FLOOR = 2.0 ** -140  # absolute: above float32's smallest subnormal (2**-149), so a limit of 0 admits 0
+DEFAULT_CHUNK = 1 << 16
+"""Sources answered per pass of the tree: bounds the candidate arrays (``chunk x (k + 1)``)."""
+
+
+def padded_bound(max_distance: float | None) -> float:
+    """A float64 search radius that holds every target whose float32 distance can be ``<= max_distance``.
+
+    :param max_distance: the caller's limit (``None`` or ``inf``: none).
+    """
+    if max_distance is None or math.isinf(max_distance):
+        return math.inf
+    return float(max_distance) * (1.0 + _BOUND_SLACK) + _BOUND_FLOOR
+
+
+def first_k(values: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the columns of the ``k`` smallest ``values`` in (value, column) order.
+
+    WHY NOT A STABLE SORT OF THE ROW: ``k`` is small and the rows are long. One partition finds the
+    ``k``-th value; every smaller value is in, and of the values equal to it the first columns until
+    ``k`` are reached (the tie rule); only those ``k`` are then sorted, stably.
+
+    :param values: ``(R, C)`` with no NaN, ``C >= k >= 1``.
+    :returns: int64 ``(R, k)``.
+    """
+    rows, columns = values.shape
+    if k >= columns:
+        return np.argsort(values, axis=1, kind="stable").astype(np.int64, copy=False)
+    kth = np.partition(values, k - 1, axis=1)[:, k - 1:k]
+    less = values < kth
+    equal = values == kth
+    need = k - np.count_nonzero(less, axis=1)
+    take = less | (equal & (np.cumsum(equal, axis=1, dtype=np.int64) <= need[:, None]))
+    chosen = np.nonzero(take)[1].reshape(rows, k)
+    order = np.argsort(np.take_along_axis(values, chosen, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(chosen, order, axis=1).astype(np.int64, copy=False)
+
+
+def finish(index: np.ndarray, squared: np.ndarray, k: int,
+           max_distance: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """The answer's form: ``(N, k)`` int64 and float32, ``-1``/``inf`` for missing or too far neighbours.
+
+    :param index: int64 ``(N, h)``, ``h <= k``, ``-1`` where there is no neighbour.
+    :param squared: float64 ``(N, h)``, the exact squared distances (``inf`` where ``index`` is -1).
+    :param max_distance: the limit on the returned float32 distance, or ``None``.
+    """
+    rows, have = index.shape
+    out_index = np.full((rows, k), -1, dtype=np.int64)
+    out_found = np.full((rows, k), np.inf, dtype=np.float32)
+    out_index[:, :have] = index
+    out_found[:, :have] = distances(squared)
+    out_found[out_index < 0] = np.inf
+    if max_distance is not None:
+        # In float64: NumPy would round a Python float limit to float32 first (0.1 becomes
+        # 0.100000001, and the float32 0.1 would pass a limit of 0.1 it exceeds).
+        beyond = out_found.astype(np.float64) > float(max_distance)
+        out_index[beyond] = -1
+        out_found[beyond] = np.inf
+    return out_index, out_found
+
+
+def _brute(source: np.ndarray, target: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair, exactly, in row blocks; ``(N, min(k, M))`` indices and squared distances."""
+    s64 = source.astype(np.float64)
+    t64 = target.astype(np.float64)
+    n, m = source.shape[0], target.shape[0]
+    have = min(k, m)
+    rows = max(1, _BLOCK_BYTES // (16 * m))
+    index = np.empty((n, have), dtype=np.int64)
+    squared = np.empty((n, have), dtype=np.float64)
+    for start in range(0, n, rows):
+        block = exact_squared(s64[start:start + rows, None, :], t64[None, :, :])
+        chosen = first_k(block, have)
+        index[start:start + rows] = chosen
+        squared[start:start + rows] = np.take_along_axis(block, chosen, axis=1)
+    return index, squared
+
+
+def _settle_dense(s64: np.ndarray, t64: np.ndarray, nominee: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``k`` of each row's nominees by (exact squared distance, index); ``-1`` pads."""
+    m = t64.shape[0]
+    missing = (nominee < 0) | (nominee >= m)
+    cols = np.where(missing, 0, nominee).astype(np.int64)
+    squared = exact_squared(s64[:, None, :], t64[cols])
+    squared[missing] = np.inf
+    cols[missing] = np.iinfo(np.int64).max  # sorts after every real target
+    order = np.lexsort((cols, squared), axis=-1)[:, :k]
+    chosen = np.take_along_axis(cols, order, axis=1)
+    best = np.take_along_axis(squared, order, axis=1)
+    chosen[np.isinf(best)] = -1
+    return chosen, best
+
+
+def _settle_ragged(s64: np.ndarray, t64: np.ndarray, rows: np.ndarray, cols: np.ndarray, count: int,
+                   k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``k`` of each row's candidates (flat pairs) by (exact squared distance, index)."""
+    squared = exact_squared(s64, t64, rows, cols)
+    order = np.lexsort((cols, squared, rows))
+    rows, cols, squared = rows[order], cols[order], squared[order]
+    starts = np.searchsorted(rows, np.arange(count))
+    place = np.arange(rows.size) - starts[rows]
+    keep = place < k
+    index = np.full((count, k), -1, dtype=np.int64)
+    best = np.full((count, k), np.inf, dtype=np.float64)
+    index[rows[keep], place[keep]] = cols[keep]
+    best[rows[keep], place[keep]] = squared[keep]
+    return index, best
+
+
+def _kdtree(source: np.ndarray, target: np.ndarray, k: int, bound: float,
+            chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact first ``min(k, M)`` within ``bound`` (``-1``/``inf`` beyond): ``(N, min(k, M))``."""
+    from scipy.spatial import cKDTree  # heavy: imported on first use, never at import time
+
+    s64 = source.astype(np.float64)
+    t64 = target.astype(np.float64)
+    n, m = source.shape[0], target.shape[0]
+    have = min(k, m)
+    asked = min(k + 1, m)
+    tree = cKDTree(t64, balanced_tree=False, compact_nodes=False)
+    index = np.empty((n, have), dtype=np.int64)
+    squared = np.empty((n, have), dtype=np.float64)
+    workers = cpu_threads()
+    for start in range(0, n, chunk):
+        part = s64[start:start + chunk]
+        found, nominee = tree.query(part, k=list(range(1, asked + 1)), distance_upper_bound=bound,
+                                    workers=workers)
+        chosen, best = _settle_dense(part, t64, nominee, have)
+        if asked > have:
+            kth = found[:, have - 1]
+            contested = np.flatnonzero(np.isfinite(found[:, have]) & (found[:, have] <= kth * (1 + _KD_SLACK)))
+            if contested.size:
+                # The (k+1)-th is within rounding of the k-th: gather every target that close.
+                radius = np.minimum(kth[contested] * (1 + 2 * _KD_SLACK) + _BOUND_FLOOR, bound)
+                lists = tree.query_ball_point(part[contested], radius, workers=workers)
+                sizes = np.fromiter((len(found_list) for found_list in lists), dtype=np.int64, count=len(lists))
+                rows = np.repeat(np.arange(contested.size), sizes)
+                cols = np.concatenate([np.asarray(found_list, dtype=np.int64) for found_list in lists])
+                chosen[contested], best[contested] = _settle_ragged(part[contested], t64, rows, cols,
+                                                                    contested.size, have)
+        index[start:start + chunk] = chosen
+        squared[start:start + chunk] = best
+    return index, squared
+
+
+def _copies(owner: np.ndarray, k: int) -> np.ndarray:
+    """``(distinct, k)``: the first ``k`` indices (ascending) of each distinct point's copies, -1 padded."""
+    order = np.argsort(owner, kind="stable")  # stable: copies in ascending index
+    grouped = owner[order]
+    starts = np.searchsorted(grouped, np.arange(int(owner.max()) + 1))
+    place = np.arange(order.size) - starts[grouped]
+    keep = place < k
+    copies = np.full((starts.size, k), -1, dtype=np.int64)
+    copies[grouped[keep], place[keep]] = order[keep]
+    return copies
+
+
+def _search(source: np.ndarray, target: np.ndarray, k: int, bound: float,
+            chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    if source.shape[0] * target.shape[0] <= _BRUTE_PAIRS:
+        return _brute(source, target, k)
+    return _kdtree(source, target, k, bound, chunk)
+
+
+def k_nearest(source: np.ndarray, target: np.ndarray, k: int, max_distance: float | None = None,
+              chunk: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+    """Each source's ``k`` nearest targets, exactly (see the module docstring).
+
+    :param source: float32 ``(N, D)`` C-contiguous, finite (as the core hands a plugin).
+    :param target: float32 ``(M, D)``, likewise; ``M`` may be below ``k`` or 0.
+    :param k: neighbours per source, at least 1.
+    :param max_distance: neighbours whose float32 distance exceeds it are ``-1``/``inf``, and the
+        tree does not search beyond it (a source with no target that near costs a few nodes).
+    :param chunk: sources per pass of the tree, bounding the candidate arrays.
+    :returns: int64 ``(N, k)`` and float32 ``(N, k)``, nearest first, equal distances in index order.
+    """
+    n, m = source.shape[0], target.shape[0]
+    if n == 0 or m == 0:
+        return finish(np.full((n, 0), -1, np.int64), np.zeros((n, 0)), k, max_distance)
+    bound = padded_bound(max_distance)
+    chunk = max(1, int(chunk))
+    small = n * m <= _BRUTE_PAIRS  # brute force: ties cost nothing extra
+    sources = None if small else distinct_rows(source)
+    targets = None if small else distinct_rows(target)
+    if sources is not None:
+        source = source[sources[0]]
+    if targets is None:
+        index, squared = _search(source, target, k, bound, chunk)
+    else:
+        keep, owner = targets
+        found, best = _search(source, target[keep], k, bound, chunk)
+        # Each chosen distinct point stands for its first k copies, all at its distance.
+        copies = _copies(owner, k)
+        nominee = np.where(found[:, :, None] >= 0, copies[np.maximum(found, 0)], -1).reshape(found.shape[0], -1)
+        repeated = np.repeat(best, k, axis=1)
+        repeated[nominee < 0] = np.inf
+        key = np.where(nominee < 0, np.iinfo(np.int64).max, nominee)
+        order = np.lexsort((key, repeated), axis=-1)[:, :min(k, m)]
+        index = np.take_along_axis(nominee, order, axis=1)
+        squared = np.take_along_axis(repeated, order, axis=1)
+    if sources is not None:
+        index, squared = index[sources[1]], squared[sources[1]]
+    return finish(index, squared, k, max_distance)
