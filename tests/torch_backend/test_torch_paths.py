@@ -41,15 +41,6 @@ NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
 """The CPU posing as a device that refuses float64 (Metal): the verdict must run on the host."""
 
 
-@pytest.fixture(autouse=True, scope="module")
-def the_torch_search_on_the_cpu() -> Iterator[None]:
-    """These tests check torch's own search, which a CPU run otherwise hands to the NumPy
-    backend's KD-tree (``_host_kdtree``); that hand-over has its own tests in tests/torch_nearest_ties."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_nearest, "_host_kdtree", lambda device, dims: None)
-        yield
-
-
 def on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run forced torch calls on the CPU device even on a GPU machine, so a failure injected into
     the CPU algorithm is the one the call meets."""

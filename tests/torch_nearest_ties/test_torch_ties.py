@@ -15,21 +15,16 @@ from spacr_accel_torch import _nearest, _runtime  # noqa: E402  (after the impor
 CPU = _runtime.Device(torch.device("cpu"), True)
 
 
-def search(source, target, chunk, *, host=False):
-    """``_nearest.nearest`` on the CPU: torch's own search, or (``host``) the hand-over to the NumPy
-    backend's KD-tree that a real CPU run takes below that backend's matrix-product width."""
-    with pytest.MonkeyPatch.context() as patch:
-        if not host:
-            patch.setattr(_nearest, "_host_kdtree", lambda device, dims: None)
-        return _nearest.nearest(source, target, chunk, CPU)
+def search(source, target, chunk):
+    """``_nearest.nearest`` on the CPU: torch's own search."""
+    return _nearest.nearest(source, target, chunk, CPU)
 
 
-@pytest.mark.parametrize("host", [False, True])
 @settings(max_examples=40, deadline=None)
 @given(points=tie_heavy_point_sets(), chunk=st.integers(1, 400))
-def test_duplicates_go_to_the_lowest_index(points, chunk, host):
+def test_duplicates_go_to_the_lowest_index(points, chunk):
     source, target = points
-    index, distance = search(source, target, chunk, host=host)
+    index, distance = search(source, target, chunk)
     expected_index, expected_distance = reference_nearest(source, target)
     assert np.array_equal(index, expected_index)
     assert np.array_equal(distance, expected_distance)
@@ -44,11 +39,10 @@ def test_clusters_with_gaps_and_copies():
     source = (centres[rng.integers(0, 6, 700)] + rng.normal(0, 1, (700, 3))).astype(np.float32)
     source[:50] = target[5]
     expected_index, expected_distance = reference_nearest(source, target)
-    for host in (False, True):
-        index, distance = search(source, target, 4096, host=host)
-        assert np.array_equal(index, expected_index)
-        assert np.array_equal(distance, expected_distance)
-        assert (index[:50] == 5).all()
+    index, distance = search(source, target, 4096)
+    assert np.array_equal(index, expected_index)
+    assert np.array_equal(distance, expected_distance)
+    assert (index[:50] == 5).all()
 
 
 @pytest.mark.parametrize("cap", [0, None])
@@ -69,23 +63,25 @@ def test_matrix_passes_with_too_many_candidates_go_to_the_block_search(monkeypat
     assert np.array_equal(distance, expected_distance)
 
 
-def test_a_cpu_run_below_the_numpy_width_is_the_numpy_backends_search(monkeypatch):
-    """The hand-over happens exactly where it should: a CPU that takes doubles, fewer coordinates
-    than the NumPy backend's matrix-product width, the NumPy backend installed."""
-    from spacr_accel_numpy import _nearest as host
+def test_a_cpu_run_is_torchs_own_search_and_says_so():
+    """Forced onto the CPU, torch computes the answer itself (no hand-off to another
+    distribution's private search), so ``last_dispatch()`` naming torch is the truth."""
+    import spacr_accel_core
+    from spacr_accel_core import ops
 
-    assert _nearest._host_kdtree(CPU, 3) is host.nearest
-    assert _nearest._host_kdtree(CPU, host.WIDE - 1) is host.nearest
-    assert _nearest._host_kdtree(CPU, host.WIDE) is None
-    assert _nearest._host_kdtree(_runtime.Device(torch.device("cpu"), False), 3) is None
-    assert _nearest._host_kdtree(_runtime.Device(torch.device("cuda"), True), 3) is None
-    monkeypatch.setitem(__import__("sys").modules, "spacr_accel_numpy", None)  # not installed
-    assert _nearest._host_kdtree(CPU, 3) is None
+    rng = np.random.default_rng(9)
+    source = rng.random((200, 3), dtype=np.float32)
+    target = rng.random((300, 3), dtype=np.float32)
+    index, distance = ops.nearest_neighbours(source, target, backend="torch")
+    expected_index, expected_distance = reference_nearest(source, target)
+    assert spacr_accel_core.last_dispatch().backend == "torch"
+    assert np.array_equal(index, expected_index) and np.array_equal(distance, expected_distance)
+    assert not hasattr(_nearest, "_host_kdtree")
 
 
 def test_clusters_beside_far_outliers_on_the_cpu_match_the_reference():
     """The two cases torch's block search was slowest on, small: tight clusters beside far
-    outliers (D=8) and many clusters (D=3), through the CPU hand-over and through torch's search."""
+    outliers (D=8) and many clusters (D=3), through torch's own search."""
     rng = np.random.default_rng(5)
     tight = rng.normal(0, 1e-3, (2000, 8))
     tight[rng.choice(2000, 20, replace=False)] = rng.normal(0, 1e4, (20, 8))
@@ -95,7 +91,6 @@ def test_clusters_beside_far_outliers_on_the_cpu_match_the_reference():
         points = drawn.astype(np.float32)
         source, target = np.ascontiguousarray(points[::2]), np.ascontiguousarray(points[1::2])
         expected_index, expected_distance = reference_nearest(source, target)
-        for host in (False, True):
-            index, distance = search(source, target, 4096, host=host)
-            assert np.array_equal(index, expected_index)
-            assert np.array_equal(distance, expected_distance)
+        index, distance = search(source, target, 4096)
+        assert np.array_equal(index, expected_index)
+        assert np.array_equal(distance, expected_distance)

@@ -27,15 +27,15 @@ in coordinate order, lowest target index among equals). That verdict runs on the
 takes float64, else on the host in NumPy; either way the indices and distances equal the NumPy
 backend's exactly, whatever ``chunk`` is.
 
-ON THE CPU (a call forced with ``backend="torch"`` on a machine without a card), point sets
-narrower than the NumPy backend's matrix-product width are handed to the NumPy backend's KD-tree
-search (:func:`_host_kdtree`): there a compiled tree is far faster than batched tensor arithmetic.
+ON THE CPU (a call forced with ``backend="torch"``, or ``gpu=False`` with it) torch runs its own
+search, so the answer is reported as torch's because torch computed it. It is slower there than
+the NumPy backend's KD-tree (39-72 times on tight clusters beside far outliers, measured by
+``benchmarks/bench_ties.py``), which is why automatic dispatch offers torch only on a GPU.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -410,9 +410,6 @@ def nearest(source: np.ndarray, target: np.ndarray, chunk: int,
     :param chunk: at most this many source rows per pass.
     :param device: where to search.
     """
-    host = _host_kdtree(device, source.shape[1])
-    if host is not None:
-        return host(source, target, chunk)
     targets = distinct_rows(target)
     sources = distinct_rows(source)
     if sources is not None:
@@ -425,39 +422,6 @@ def nearest(source: np.ndarray, target: np.ndarray, chunk: int,
     if sources is not None:
         index, squared = index[sources[1]], squared[sources[1]]
     return index, distances(squared)
-
-
-_HostSearch = Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
-
-
-def _host_kdtree(device: Device, dims: int) -> _HostSearch | None:
-    """The NumPy backend's search (a KD-tree below its width), for a run forced onto the CPU.
-
-    WHY. On a CPU the batched block search is an order of magnitude behind a compiled KD-tree,
-    worst where clusters are tight or lie beside far outliers (boxes overlap, nothing is pruned):
-    measured side by side on this project's 2-core machine (``benchmarks/bench_ties.py``), 50
-    clusters of 100,000 points (D=3) took 39 times ``cKDTree``'s time and a tight cluster beside far
-    outliers (D=8, 30,000 points) 72 times; handed over, 1.4 and 1.7 times. Torch on a CPU only
-    ever serves a call forced with ``backend="torch"`` (automatic dispatch offers it only on a
-    GPU), so such a call gets the NumPy backend's answer, which is the contract's answer by
-    definition, computed the fastest way this machine has. On a GPU, and at widths where the NumPy
-    backend itself uses a matrix product, the torch search below runs.
-
-    :param device: where the call runs; only a CPU that takes doubles is handed over.
-    :param dims: coordinates per point.
-    :returns: the NumPy backend's ``nearest(source, target, chunk)``, or ``None`` where the torch
-        search runs (a device, a wide point set, or the NumPy backend not installed).
-    """
-    if not (device.is_cpu and device.float64):
-        return None
-    try:
-        from spacr_accel_numpy import _nearest as host  # the floor's own search (scipy's KD-tree)
-    except ImportError:
-        return None
-    if dims >= host.WIDE:
-        return None
-    found: _HostSearch = host.nearest
-    return found
 
 
 def _search(source: np.ndarray, target: np.ndarray, chunk: int,
