@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core._errors import describe
-from spacr_accel_core._errors import first_line as _first_line
-from spacr_accel_core._precision import PrecisionWindow
+from spacr_accel_core.toolkit import PrecisionWindow, describe
+from spacr_accel_core.toolkit import first_line as _first_line
 from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
 from spacr_accel_core.tiling import tiled as run_tiles
 
