@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -197,6 +198,51 @@ def _search(source: np.ndarray, target: np.ndarray, k: int, bound: float,
     return _kdtree(source, target, k, bound, chunk)
 
 
+Search = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""An exact search of distinct-enough points: ``(source, target) -> (index, squared)``, each
+``(N, min(k, M))``, ``-1``/``inf`` where no target lies within the padded bound."""
+
+
+def search_distinct(search: Search, source: np.ndarray, target: np.ndarray, k: int,
+                    max_distance: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``search`` on the distinct sources and targets, and give every point its answer.
+
+    Identical sources share one answer (searched once); identical targets are searched as their
+    lowest-indexed copy, which then stands for its first ``k`` copies (see the module docstring).
+    Shared by every CPU search of this kind, so that each only has to be exact on distinct points.
+
+    :param search: the exact search (:data:`Search`) for ``k`` neighbours within the padded bound.
+    :param source: float32 ``(N, D)``, ``N >= 1``.
+    :param target: float32 ``(M, D)``, ``M >= 1``.
+    :param k: neighbours per source.
+    :param max_distance: the caller's limit, applied to the float32 distances at the end.
+    :returns: the answer's form (:func:`finish`).
+    """
+    m = target.shape[0]
+    small = source.shape[0] * m <= _BRUTE_PAIRS  # brute force: ties cost nothing extra
+    sources = None if small else distinct_rows(source)
+    targets = None if small else distinct_rows(target)
+    if sources is not None:
+        source = source[sources[0]]
+    if targets is None:
+        index, squared = search(source, target)
+    else:
+        keep, owner = targets
+        found, best = search(source, target[keep])
+        # Each chosen distinct point stands for its first k copies, all at its distance.
+        copies = _copies(owner, k)
+        nominee = np.where(found[:, :, None] >= 0, copies[np.maximum(found, 0)], -1).reshape(found.shape[0], -1)
+        repeated = np.repeat(best, k, axis=1)
+        repeated[nominee < 0] = np.inf
+        key = np.where(nominee < 0, np.iinfo(np.int64).max, nominee)
+        order = np.lexsort((key, repeated), axis=-1)[:, :min(k, m)]
+        index = np.take_along_axis(nominee, order, axis=1)
+        squared = np.take_along_axis(repeated, order, axis=1)
+    if sources is not None:
+        index, squared = index[sources[1]], squared[sources[1]]
+    return finish(index, squared, k, max_distance)
+
+
 def k_nearest(source: np.ndarray, target: np.ndarray, k: int, max_distance: float | None = None,
               chunk: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
     """Each source's ``k`` nearest targets, exactly (see the module docstring).
@@ -213,26 +259,9 @@ def k_nearest(source: np.ndarray, target: np.ndarray, k: int, max_distance: floa
     if n == 0 or m == 0:
         return finish(np.full((n, 0), -1, np.int64), np.zeros((n, 0)), k, max_distance)
     bound = padded_bound(max_distance)
-    chunk = max(1, int(chunk))
-    small = n * m <= _BRUTE_PAIRS  # brute force: ties cost nothing extra
-    sources = None if small else distinct_rows(source)
-    targets = None if small else distinct_rows(target)
-    if sources is not None:
-        source = source[sources[0]]
-    if targets is None:
-        index, squared = _search(source, target, k, bound, chunk)
-    else:
-        keep, owner = targets
-        found, best = _search(source, target[keep], k, bound, chunk)
-        # Each chosen distinct point stands for its first k copies, all at its distance.
-        copies = _copies(owner, k)
-        nominee = np.where(found[:, :, None] >= 0, copies[np.maximum(found, 0)], -1).reshape(found.shape[0], -1)
-        repeated = np.repeat(best, k, axis=1)
-        repeated[nominee < 0] = np.inf
-        key = np.where(nominee < 0, np.iinfo(np.int64).max, nominee)
-        order = np.lexsort((key, repeated), axis=-1)[:, :min(k, m)]
-        index = np.take_along_axis(nominee, order, axis=1)
-        squared = np.take_along_axis(repeated, order, axis=1)
-    if sources is not None:
-        index, squared = index[sources[1]], squared[sources[1]]
-    return finish(index, squared, k, max_distance)
+    rows = max(1, int(chunk))
+
+    def search(points: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _search(points, targets, k, bound, rows)
+
+    return search_distinct(search, source, target, k, max_distance)
