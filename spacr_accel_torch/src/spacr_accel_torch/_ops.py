@@ -186,6 +186,58 @@ def maximum_filter(field: np.ndarray, size: int, device: Device) -> np.ndarray:
     return _filter_in_tiles(source, size, device)
 
 
+def _peaks(values: torch.Tensor, filtered: torch.Tensor, threshold: np.float32 | None) -> torch.Tensor:
+    """Where a pixel equals its window's maximum (never a NaN: NaN equals nothing), above ``threshold``."""
+    peak = values == filtered
+    if threshold is not None:
+        peak &= values > float(threshold)  # ``threshold`` is a float32, so the comparison is exact
+    return peak
+
+
+def _peaks_in_tiles(field: np.ndarray, size: int, threshold: np.float32 | None, device: Device) -> np.ndarray:
+    """Peaks found on the device, tile by tile: only each tile's coordinates come back to the host."""
+    import torch
+
+    height, width = field.shape
+    sizes = _capped(size, field.shape)
+    rows = max(1, budget(device) // (_GPU_BYTES_PER_PIXEL * width) - (sizes[0] - 1))
+    found: dict[int, np.ndarray] = {}
+
+    def step(start: int, stop: int) -> None:
+        lo, hi = max(0, start - sizes[0] // 2), min(height, stop + sizes[0] // 2)
+        tile = tensor(field[lo:hi], device.torch)
+        result = _pool(tile, sizes)
+        if bool(torch.isnan(tile).any()):
+            seen = _pool(torch.isnan(tile).to(torch.float32), sizes) > 0
+            result = result.masked_fill(seen, float("nan"))
+        inner = slice(start - lo, stop - lo)
+        where = torch.nonzero(_peaks(tile[inner], result[inner], threshold)).cpu().numpy()
+        where[:, 0] += start
+        found[start] = where  # a retried (smaller) tile replaces nothing: starts are unique per range
+
+    tiled(height, rows, _FLOOR_ROWS, step, device, "local_maxima")
+    parts = [found[start] for start in sorted(found)]
+    return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.empty((0, 2), np.int64)
+
+
+def local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None, device: Device) -> np.ndarray:
+    """The coordinates of a 2-D float32 field's peaks (see :func:`spacr_accel_core.ops.local_maxima`).
+
+    On a card the field is filtered and compared tile by tile on the device, and only the
+    coordinates cross the bus; on the CPU the filtered field is compared where it lies.
+
+    :returns: int64 ``(P, 2)`` coordinates in row-major order.
+    """
+    import torch
+
+    source = np.ascontiguousarray(field)
+    if not device.is_cpu:
+        return _peaks_in_tiles(source, size, threshold, device)
+    filtered = torch.from_numpy(_filter_in_stripes(source, size, device))
+    peak = _peaks(tensor(source), filtered, threshold)
+    return torch.nonzero(peak).numpy().astype(np.int64, copy=False)
+
+
 # ---- matmul --------------------------------------------------------------------------------------
 
 

@@ -127,6 +127,13 @@ def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
 
 
 @hookimpl
+def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
+    from ._ops import local_maxima
+
+    return _run("local_maxima", local_maxima, field, size, threshold)
+
+
+@hookimpl
 def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:  # out= is copied in by the core
     from ._ops import matmul
 

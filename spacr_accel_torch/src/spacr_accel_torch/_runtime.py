@@ -111,6 +111,8 @@ def target() -> Device:
 def cpu_target() -> Device:
     """torch on the CPU: a call that forced ``backend="torch"`` with ``gpu=False`` (spaCR runs
     torch models on the CPU that way when the card is busy)."""
+    from spacr_accel_core.accelerator import Accelerator
+
     cached = _STATE.cpu
     if cached is None:
         cached = _STATE.cpu = _build_target(Accelerator(kind="cpu", device="cpu", label="CPU"))
