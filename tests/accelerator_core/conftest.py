@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import hookimpl
+from spacr_accel_core import Declaration, hookimpl
 from spacr_accel_core.accelerator import Accelerator
 
 
 class Prober:
     """A prober plugin whose answer, failure or delay the test chooses; ``calls`` records each ask."""
+
+    SPACR_ACCEL_PLUGIN = Declaration(name="prober")
 
     def __init__(self, answer: Any = None, *, raises: BaseException | None = None,
                  wait: threading.Event | None = None, delay: float = 0.0) -> None:

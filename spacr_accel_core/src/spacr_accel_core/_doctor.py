@@ -7,11 +7,16 @@ section that breaks carries the error text in its ``error`` key while the others
 
 WHAT IT TOUCHES. It runs no operation, but it is not metadata only: the device section calls
 :func:`~spacr_accel_core.accelerator.resolve`, the same selecting probe spaCR itself runs, which
-imports the vendor library, selects the device and measures float64 and bfloat16 support with a
-two-element tensor on it (creating the driver context). That is deliberate: the doctor reports
-what spaCR will REALLY compute on, and a metadata-only inspection can say "float64 yes" where the
-measurement says no. Everything later reuses that one answer (``capabilities(found)``), so the
-cost is one ``import torch`` and one probe.
+imports the vendor library, selects the device, runs one tiny kernel on it and measures float64
+and bfloat16 support (creating the driver context). That is deliberate: the doctor reports what
+spaCR will REALLY compute on, and a metadata-only inspection can say "usable" where the kernel
+says no. Everything later reuses that one answer (``capabilities(found)``), so the cost is one
+``import torch`` and one probe, and none at all on a Linux machine with no GPU device node.
+Versions are read from the installed distributions' metadata, never by importing the library.
+
+WHAT A PERSON READS FIRST. A lab user pastes this into a bug report, so it opens with a plain
+summary (what the machine has, what each task runs on, the one thing to fix), then the versions,
+the host's devices and their memory; every line but the plugin table fits 100 columns.
 
 WHY IT NEVER HANGS. Discovering the plugins imports every one of them and asks each to describe
 itself; a plugin whose import or ``spacr_accel_backend_info`` hangs would hang every section that
@@ -25,9 +30,12 @@ that renames or removes one bumps :data:`SCHEMA_VERSION`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
+import re
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +57,12 @@ ACCELERATOR_FIELDS = (
 """The :class:`~spacr_accel_core.accelerator.Accelerator` fields the device section reports."""
 
 Report = dict[str, Any]
+
+WIDTH = 100
+"""The text report's widest line (the plugin table excepted: its reasons are its point)."""
+
+CUPY_DISTRIBUTIONS = ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy-rocm-6-0", "cupy-rocm-5-0", "cupy")
+"""CuPy's wheels: the distribution's name is the only place its CUDA or ROCm build is written."""
 
 
 def _section(defaults: Report, gather: Callable[[], Report]) -> Report:
@@ -118,8 +132,7 @@ def _overrides() -> Report:
 
         order = REGISTRY.restriction()
         installed = set(REGISTRY.installed())
-        from ._discovery import ENV_BACKENDS, ENV_DISABLE
-        from ._ranking import split_names
+        from .config import ENV_BACKENDS, ENV_DISABLE, split_names
 
         named = {env: split_names(os.environ.get(env)) for env in (ENV_BACKENDS, ENV_DISABLE)}
         return {"restriction": list(order) if order is not None else None,
@@ -227,7 +240,140 @@ def collect() -> Report:
                          for task, accelerated, detail in accelerator.capabilities(found[0])]}
 
     report["capabilities"] = _section({"rows": []}, capabilities)
+    report["host_devices"] = _section({"rows": []}, _host_devices)
+    report["memory"] = _section({"rows": []}, _memory)
+    report["versions"] = _section(dict.fromkeys(VERSION_KEYS), lambda: _versions(report))
+    report["summary"] = _section({"machine": None, "device": None, "tasks": [], "fix": None},
+                                 lambda: _summary(report))
     return report
+
+
+VERSION_KEYS = ("python", "numpy", "torch", "torch_build", "cupy", "numba", "driver")
+"""The versions section's keys: what a maintainer asks for first in a bug report."""
+
+
+def _dist_version(name: str) -> str | None:
+    """An installed distribution's version from its metadata (nothing is imported), or None."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+def _torch_build(version: str | None) -> str | None:
+    """Which compute platform the installed torch was built for, without importing it.
+
+    An already-imported torch says it exactly (``torch.version.cuda``/``hip``); otherwise the
+    wheel's local label does (``+cu121``, ``+rocm6.2``, ``+cpu``), and a label-less Linux wheel
+    from PyPI is a CUDA build whose runtime arrives as ``nvidia-cuda-runtime-cu12``.
+    """
+    if version is None:
+        return None
+    loaded = sys.modules.get("torch")
+    built = getattr(loaded, "version", None)
+    if built is not None:
+        hip, cuda = getattr(built, "hip", None), getattr(built, "cuda", None)
+        return f"ROCm {hip}" if hip else f"CUDA {cuda}" if cuda else "CPU-only"
+    label = version.partition("+")[2]
+    if label == "cpu":
+        return "CPU-only"
+    match = re.fullmatch(r"cu(\d+)(\d)", label)
+    if match:
+        return f"CUDA {match.group(1)}.{match.group(2)}"
+    if label.startswith("rocm"):
+        return f"ROCm {label[4:]}"
+    for runtime in ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime"):
+        found = _dist_version(runtime)
+        if found:
+            return f"CUDA {'.'.join(found.split('.')[:2])} (from {runtime})"
+    return "CPU-only" if sys.platform == "darwin" else None
+
+
+def _versions(report: Report) -> Report:
+    """Python, numpy, torch and its build, CuPy, numba and the GPU driver, read from metadata."""
+    torch = _dist_version("torch")
+    cupy = next(((name, v) for name in CUPY_DISTRIBUTIONS if (v := _dist_version(name))), None)
+    drivers = sorted({f"{r['driver']} {r['driver_version']}".strip()
+                      for r in report["host_devices"]["rows"] if r.get("driver") or r.get("driver_version")})
+    return {
+        "python": platform.python_version(),
+        "numpy": _dist_version("numpy"),
+        "torch": torch,
+        "torch_build": _torch_build(torch),
+        "cupy": f"{cupy[1]} ({cupy[0]})" if cupy else None,
+        "numba": _dist_version("numba"),
+        "driver": ", ".join(drivers) or None,
+    }
+
+
+def _host_devices() -> Report:
+    """The GPUs and NPUs the operating system lists, and those plugins add."""
+    from . import accelerator
+
+    return {"rows": [dataclasses.asdict(device) for device in accelerator.host_devices()]}
+
+
+def _memory() -> Report:
+    """Free and total memory per device (``None`` where unknown)."""
+    from . import accelerator
+
+    return {"rows": [dataclasses.asdict(row) for row in accelerator.memory()]}
+
+
+_SHORT = re.compile(r"^(.*?)(?:;|, with |, in float32| \(|$)")
+
+
+def _runs_on(row: Report) -> str:
+    """Where one task runs, in a few words: the first clause of its detail."""
+    detail = str(row["detail"])
+    match = _SHORT.match(detail)
+    first = (match.group(1) if match else detail).strip() or detail
+    return first
+
+
+def _where(row: Report, gpu: str) -> str:
+    """``GPU (NVIDIA A100)``, ``CPU (numpy backend)`` or ``CPU``: where one task runs, in a word."""
+    backend = re.match(r"([\w.-]+) backend", str(row["detail"]))
+    where = "GPU" if row["accelerated"] else "CPU"
+    if backend:
+        return f"{where} ({backend.group(1)} backend)"
+    return f"{where} ({gpu})" if row["accelerated"] and gpu else where
+
+
+def _summary(report: Report) -> Report:
+    """What this machine has, what each task runs on, and the one thing to fix (if any)."""
+    device = report["device"]
+    hosts = report["host_devices"]["rows"]
+    listed = [f"{r['name']} ({r['kind'].upper()})" for r in hosts]
+    machine = (", ".join(listed) if listed else "no GPU or NPU listed by the operating system")
+    machine += f"; {os.cpu_count() or 1} CPU threads"
+    if device.get("kind") is None:
+        in_use = "unknown (see the device section)"
+    elif device.get("is_gpu"):
+        in_use = str(device.get("label"))
+    elif device.get("detected") and device.get("kind") != "cpu":
+        in_use = f"the CPU: {device.get('name') or device.get('label')} is found, not used"
+    else:
+        in_use = "the CPU"
+    gpu = str(device.get("name") or device.get("label") or "") if device.get("is_gpu") else ""
+    tasks = [{"task": r["task"], "accelerated": r["accelerated"], "runs_on": _where(r, gpu)}
+             for r in report["capabilities"]["rows"]]
+    return {"machine": machine, "device": in_use, "tasks": tasks, "fix": _fix(report)}
+
+
+def _fix(report: Report) -> str | None:
+    """The one thing to fix: an unusable device first, then a broken plugin, then a failed section."""
+    device = report["device"]
+    if device.get("detected") and not device.get("usable") and device.get("kind") not in (None, "cpu"):
+        return str(device.get("note") or "the device is found but not usable")
+    for row in report["faulty"]:
+        return f"the {row['name']} plugin is faulty: {row['reason'] or 'it broke at run time'}"
+    for key in ("device", "capabilities", "plugins"):
+        if report[key].get("error"):
+            return f"the {key} section failed: {report[key]['error']}"
+    return None
 
 
 # ---- text ------------------------------------------------------------------------------------
@@ -285,6 +431,71 @@ _DEVICE_ROWS = (("kind", "kind"), ("device", "device"), ("name", "name"), ("labe
 """The device section's rows: the report's key, and the words a person reads for it."""
 
 
+def _wrap(text: str, indent: str = "  ", follow: str = "    ") -> list[str]:
+    """One logical line as lines of at most :data:`WIDTH` columns (long words are not broken,
+    so a URL or a pip command stays pasteable)."""
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=follow,
+                         break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+
+
+def _render_summary(report: Report) -> list[str]:
+    """The plain summary a person reads first."""
+    summary = report["summary"]
+    out = ["", "Summary", *_error_lines(summary)]
+    if summary.get("machine") is None:
+        return out
+    out += _wrap(f"This machine: {summary['machine']}")
+    out += _wrap(f"spaCR computes on: {summary['device']}")
+    tasks = summary["tasks"]
+    width = max((len(t["task"]) for t in tasks), default=0)
+    for task in tasks:
+        out += _wrap(f"{task['task'].ljust(width)}  {task['runs_on']}", follow=" " * (width + 4))
+    out += _wrap(f"To fix: {summary['fix']}" if summary.get("fix") else "To fix: nothing")
+    return out
+
+
+def _gib(value: Any) -> str:
+    return "-" if value is None else f"{value / 2**30:.1f} GiB"
+
+
+def _render_versions(report: Report) -> list[str]:
+    """Python, numpy, torch and its build, CuPy, numba and the driver."""
+    versions = report["versions"]
+    out = ["", "Versions", *_error_lines(versions)]
+    torch = versions.get("torch")
+    build = versions.get("torch_build")
+    rows = [["Python", _cell(versions.get("python"))], ["numpy", _cell(versions.get("numpy"))],
+            ["torch", f"{torch} ({build})" if torch and build else _cell(torch)],
+            ["CuPy", _cell(versions.get("cupy"))], ["numba", _cell(versions.get("numba"))],
+            ["GPU driver", _cell(versions.get("driver"))]]
+    return out + table([], rows)
+
+
+def _render_hosts(report: Report) -> list[str]:
+    """The silicon the operating system lists."""
+    hosts = report["host_devices"]
+    out = ["", "Host devices (listed by the operating system)", *_error_lines(hosts)]
+    for row in hosts["rows"]:
+        where = ", ".join(part for part in (row["kind"].upper(), row["pci_id"], row["address"],
+                                            f"driver {row['driver']} {row['driver_version']}".strip()
+                                            if row["driver"] or row["driver_version"] else "",
+                                            row["source"]) if part)
+        out += _wrap(f"{row['name']} ({where})")
+    if not hosts["rows"] and not hosts["error"]:
+        out.append("  (none listed)")
+    return out
+
+
+def _render_memory(report: Report) -> list[str]:
+    """Free and total memory per device."""
+    memory = report["memory"]
+    out = ["", "Memory", *_error_lines(memory)]
+    rows = [[str(r["device"]), str(r["name"]), f"{_gib(r['free'])} free of {_gib(r['total'])}"]
+            for r in memory["rows"]]
+    out += table([], rows) if rows else ([] if memory["error"] else ["  (no device memory to report)"])
+    return out
+
+
 def _render_header(report: Report) -> list[str]:
     """The first line: which core, plugin API, Python and platform answered."""
     about = report["about"]
@@ -300,9 +511,10 @@ def _render_device(report: Report) -> list[str]:
     device = report["device"]
     out = ["", "Device", *_error_lines(device)]
     if device.get("summary"):
-        out.append(f"  {device['summary']}")
+        out += _wrap(str(device["summary"]))
     if not device.get("error") or any(device.get(key) is not None for key, _ in _DEVICE_ROWS):
-        out += table([], [[label, _cell(device.get(key))] for key, label in _DEVICE_ROWS])
+        for line in table([], [[label, _cell(device.get(key))] for key, label in _DEVICE_ROWS]):
+            out += _wrap(line.strip(), follow=" " * 32) if len(line) > WIDTH else [line]
     forced = device.get("forced")
     out.append(f"  SPACR_DEVICE is {forced!r}: the device is forced" if forced
                else "  SPACR_DEVICE is not set: the device is chosen by probing")
@@ -322,8 +534,11 @@ def _render_capabilities(report: Report) -> list[str]:
     caps = report["capabilities"]
     out = ["", "Capabilities", *_error_lines(caps)]
     if caps["rows"]:
-        out += table(["task", "accelerated", "detail"],
-                     [[r["task"], _cell(r["accelerated"]), r["detail"]] for r in caps["rows"]])
+        # One short line each: who serves the task. The reasons a backend was passed over are
+        # the plugin table's, said once there rather than on every row.
+        lines = table(["task", "accelerated", "served by"],
+                      [[r["task"], _cell(r["accelerated"]), _runs_on(r)] for r in caps["rows"]])
+        out += [line if len(line) <= WIDTH else line[:WIDTH - 3] + "..." for line in lines]
     elif not caps["error"]:
         out.append("  (no tasks reported)")
     return out
@@ -386,8 +601,9 @@ def _render_overrides(report: Report) -> list[str]:
 
 
 _SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
-    _render_header, _render_device, _render_engines, _render_capabilities, _render_plugins,
-    _render_faulty, _render_blocked, _render_dispatch, _render_overrides,
+    _render_header, _render_summary, _render_versions, _render_hosts, _render_device, _render_memory,
+    _render_engines, _render_capabilities, _render_plugins, _render_faulty, _render_blocked,
+    _render_dispatch, _render_overrides,
 )
 """The text report's sections, in the order a person reads them."""
 
@@ -398,4 +614,12 @@ def render(report: Report) -> str:
     :param report: what :func:`collect` returned.
     :returns: the text, ending in a newline.
     """
-    return "\n".join(line for section in _SECTIONS for line in section(report)) + "\n"
+    lines: list[str] = []
+    for section in _SECTIONS:
+        for line in section(report):
+            if len(line) <= WIDTH or section is _render_plugins:
+                lines.append(line)
+            else:  # a long reason or value: continued, indented, on the next lines
+                indent = line[:len(line) - len(line.lstrip())]
+                lines += _wrap(line.strip(), indent=indent, follow=indent + "    ")
+    return "\n".join(lines) + "\n"

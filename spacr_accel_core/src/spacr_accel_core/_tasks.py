@@ -6,6 +6,7 @@ primitives, cuML's clustering), so the walk and the cache stay free of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from ._records import Accelerator
@@ -25,7 +26,8 @@ def _device_words(found: Accelerator) -> str:
 def _model_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
     """Cellpose, training and inference: torch work that goes wherever the accelerator is."""
     if not found.is_gpu:
-        unused = (f"; {found.label} was found but is not usable: {found.note}"
+        # The reason is the device note's (the doctor shows it once), not repeated on every row.
+        unused = (f"; {found.name or found.label} is found, not used"
                   if found.detected and found.kind != "cpu" else "")
         return [
             ("Segmentation (Cellpose)", False, "CPU only: expect minutes per image" + unused),
@@ -87,11 +89,40 @@ def _primitive_rows() -> list[tuple[str, bool, str]]:
     return rows
 
 
+SPACR_TASKS: Final = (
+    "Segmentation (Cellpose)",
+    "Model training",
+    "Model inference / classification",
+    "Live backdrop and spaceout",
+    "UMAP / t-SNE / clustering",
+)
+"""spaCR's own rows, in its words and order: its setup screen and README generator match on them."""
+
+
 def _cuml_row(found: Accelerator) -> tuple[str, bool, str]:
     # cuML IS NOT PORTABLE, and saying so is the point: RAPIDS ships for NVIDIA CUDA only (no AMD,
     # Intel or macOS build), so a user on Metal or ROCm should not wait for this to get faster.
     if found.is_cuda:
-        return ("UMAP / t-SNE / clustering (cuML)", True, "on the GPU via cuML")
-    return ("UMAP / t-SNE / clustering (cuML)", False, "CPU: cuML is built for NVIDIA CUDA only")
+        return ("UMAP / t-SNE / clustering", True, "on the GPU via cuML")
+    return ("UMAP / t-SNE / clustering", False, "CPU: cuML is built for NVIDIA CUDA only")
 
 
+def _backdrop_row(system: str, environ: Mapping[str, str], gpus: int) -> tuple[str, bool, str]:
+    """spaCR's live backdrop and spaceout view: OpenGL, so accelerated where a GPU draws a display.
+
+    A guess, said as one: nothing here opens a window. macOS and Windows always draw their desktop
+    on a GPU; Linux does where a display is set and the OS lists a GPU (else Mesa's software
+    renderer draws it on the CPU).
+
+    :param system: ``platform.system()``.
+    :param environ: the environment (``DISPLAY``, ``WAYLAND_DISPLAY``).
+    :param gpus: how many GPUs the host inventory lists.
+    """
+    task = "Live backdrop and spaceout"
+    if system in ("Darwin", "Windows"):
+        return (task, True, "OpenGL on the desktop's GPU")
+    if not (environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY")):
+        return (task, False, "no display here (DISPLAY and WAYLAND_DISPLAY unset): the view needs one")
+    if not gpus:
+        return (task, False, "OpenGL in software: the OS lists no GPU")
+    return (task, True, "OpenGL on the display's GPU")

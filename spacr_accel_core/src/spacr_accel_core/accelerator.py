@@ -36,13 +36,18 @@ passes the module to ask, so the two run the same probes in the same order and c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import importlib.metadata
 import logging
 import os
+import platform
 import re
 import sys
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ._bounded import DEFAULT_PROBE_TIMEOUT, ENV_PROBE_TIMEOUT, call_bounded
@@ -69,8 +74,8 @@ from ._probers import (
     device_request,
     parse_device,
 )
-from ._records import KINDS, Accelerator
-from ._tasks import _PRIMITIVES, _cuml_row, _model_rows, _primitive_rows
+from ._records import KINDS, Accelerator, HostDevice
+from ._tasks import _PRIMITIVES, SPACR_TASKS, _backdrop_row, _cuml_row, _model_rows, _primitive_rows
 
 __all__ = [
     "CPU_WORDS",
@@ -78,8 +83,11 @@ __all__ = [
     "ENV_DEVICE",
     "ENV_PROBE_TIMEOUT",
     "KINDS",
+    "SPACR_TASKS",
     "Accelerator",
+    "DeviceMemory",
     "DeviceRequest",
+    "HostDevice",
     "autocast_device_type",
     "call_bounded",
     "capabilities",
@@ -89,10 +97,14 @@ __all__ = [
     "device_request",
     "device_string",
     "empty_cache",
+    "forget",
+    "host_devices",
     "inspect_torch",
     "is_cuda",
     "is_gpu",
+    "memory",
     "neural_engines",
+    "override",
     "parse_device",
     "resolve",
     "supports_autocast",
@@ -110,7 +122,8 @@ class _Cache:
     """The process's answers. Resolved once: probing costs a CUDA context on some drivers, and the
     answer cannot change inside a process (until :func:`spacr_accel_core.refresh`)."""
 
-    __slots__ = ("accelerator", "engines", "engines_pending", "flow_patch_applied", "pending")
+    __slots__ = ("accelerator", "engines", "engines_pending", "flow_patch_applied", "hosts", "hosts_pending",
+                 "pending")
 
     def __init__(self) -> None:
         self.accelerator: Accelerator | None = None
@@ -120,9 +133,12 @@ class _Cache:
         self.engines: tuple[str, ...] | None = None
         self.engines_pending: tuple[threading.Event, ...] = ()
         self.flow_patch_applied = False  # set once _keep_cellpose_flows_off_metal has run
+        self.hosts: tuple[HostDevice, ...] | None = None
+        self.hosts_pending: tuple[threading.Event, ...] = ()
 
 
 _LOCK = threading.Lock()
+_HOST_LOCK = threading.Lock()
 _CACHE = _Cache()
 
 
@@ -165,9 +181,46 @@ def _forget() -> None:
         _CACHE.pending = ()
         _CACHE.engines = None
         _CACHE.engines_pending = ()
+        _CACHE.hosts = None
+        _CACHE.hosts_pending = ()
         _WARNED.clear()
         if _STUCK.done is not None and _STUCK.done.is_set():
             _STUCK.done = None
+
+
+def forget() -> None:
+    """Forget the chosen accelerator, so the next :func:`resolve` probes again.
+
+    For a worker process that has just narrowed what it may see (``CUDA_VISIBLE_DEVICES`` set to
+    its own card after it started): the parent's answer names a device the worker no longer has.
+    Unlike :func:`spacr_accel_core.refresh` the plugins are not discovered again. Never raises.
+    """
+    _forget()
+
+
+@contextlib.contextmanager
+def override(found: Accelerator) -> Iterator[Accelerator]:
+    """Make :func:`resolve` (and everything built on it) answer ``found`` inside a ``with`` block.
+
+    The public way for a test, or a setup screen's preview, to show what a machine it is not
+    running on would report: ``capabilities()``, ``describe()``, ``cellpose_kwargs()`` and the
+    other shorthands all answer from ``found``. Process-wide (the answer is the process's), and
+    the previous answer is restored on leaving, whatever happened inside.
+
+    :param found: the accelerator to answer; typically built by the test, or returned by
+        :func:`inspect_torch` for a stand-in torch.
+    :raises TypeError: ``found`` is not an :class:`Accelerator`.
+    """
+    if not isinstance(found, Accelerator):
+        raise TypeError(f"override() found must be an Accelerator, not {type(found).__name__}")
+    with _LOCK:
+        saved = (_CACHE.accelerator, _CACHE.pending)
+        _CACHE.accelerator, _CACHE.pending = found, ()
+    try:
+        yield found
+    finally:
+        with _LOCK:
+            _CACHE.accelerator, _CACHE.pending = saved
 
 
 def inspect_torch(torch: Any, *, device_names: bool = True, include_cuda: bool = True) -> Accelerator:
@@ -245,6 +298,155 @@ def _gather_engines() -> tuple[tuple[str, ...], tuple[threading.Event, ...]]:
     return tuple(found), tuple(pending)
 
 
+def host_devices() -> tuple[HostDevice, ...]:
+    """The GPUs and NPUs present here, as the operating system lists them, plus what plugins add.
+
+    "Detected" comes from here, "usable" from the framework: a card listed here that
+    :func:`resolve` does not use is a card torch cannot reach (a CPU-only wheel, a driver too
+    old), and the report says so instead of calling the machine GPU-less. The core's own source is
+    the OS inventory (Linux sysfs, macOS ``system_profiler``, the Windows registry); every
+    ``spacr_accel_host_devices`` hook adds its own, each under the probe bound (a plugin that
+    raises, overruns or answers something that is not a :class:`HostDevice` contributes nothing,
+    with one WARNING). Nothing here initialises a device or imports a vendor library. Cached like
+    :func:`resolve` (``refresh()`` forgets it); never raises.
+    """
+    hosts = _CACHE.hosts
+    if hosts is None or _stale(_CACHE.hosts_pending):
+        try:
+            hosts, pending = _gather_hosts()
+        except Exception as exc:  # each source is guarded already; this keeps the promise regardless
+            logger.warning("could not list the host devices: %s", _describe(exc))
+            return ()
+        # Not under _LOCK: the torch prober asks for the host devices while resolve() holds it.
+        with _HOST_LOCK:
+            _CACHE.hosts_pending = pending
+            _CACHE.hosts = hosts
+    return hosts
+
+
+def _host_entries(function: Any) -> tuple[list[HostDevice], list[object]]:
+    """One plugin's records, read in the bounded thread: the good ones and the refused."""
+    answer = function()
+    good: list[HostDevice] = []
+    refused: list[object] = []
+    for entry in answer if answer is not None else ():
+        (good if isinstance(entry, HostDevice) else refused).append(entry)
+    return good, refused
+
+
+def _gather_hosts() -> tuple[tuple[HostDevice, ...], tuple[threading.Event, ...]]:
+    from ._host import os_devices  # local: the inventory is read only when asked
+
+    found: list[HostDevice] = list(os_devices())
+    timeout = _probe_timeout()
+    hook = "spacr_accel_host_devices"
+    impls = _hookimpls(hook, timeout)
+    pending: list[threading.Event] = []
+    if isinstance(impls, _NoPlugins):
+        return tuple(found), impls.pending
+    for name, function in impls:
+        outcome = _bounded(functools.partial(_host_entries, function), timeout, f"host devices {name}")
+        if outcome.timed_out:
+            pending += _pending(outcome)
+            _warn_once(hook, name, "timeout", "plugin %r did not list its host devices within %s s",
+                       name, timeout)
+            continue
+        if outcome.error is not None:
+            _warn_once(hook, name, "error", "plugin %r could not list host devices: %s",
+                       name, _describe(outcome.error))
+            continue
+        good, refused = outcome.value
+        if refused:
+            _warn_once(hook, name, "entry", "plugin %r listed host devices that are not HostDevice "
+                       "records: %r; ignored", name, refused[:3])
+        for device in good:
+            # The same card seen by the OS and by a plugin is one card: same address, or same
+            # vendor and name where either lacks an address.
+            if not any(_same_device(device, known) for known in found):
+                found.append(device)
+    return tuple(found), tuple(pending)
+
+
+def _same_device(one: HostDevice, other: HostDevice) -> bool:
+    if one.address and other.address:
+        return one.address == other.address
+    return (one.vendor, one.name, one.kind) == (other.vendor, other.name, other.kind)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Free and total memory of one device, in bytes; ``None`` where it cannot be known.
+
+    :param device: the torch device string (``"cuda:0"``), or the host device's address or name
+        when only the operating system knows the card.
+    :param name: what the user recognises (``"NVIDIA GeForce RTX 4090"``).
+    :param free: bytes free now, ``None`` when unknown (a card torch does not use, Metal).
+    :param total: bytes in all, ``None`` when unknown.
+    :param source: where the numbers came from (``"torch.accelerator"``, ``"torch.cuda"``,
+        ``"sysfs"``), so a surprising figure can be checked.
+    """
+
+    device: str
+    name: str
+    free: int | None
+    total: int | None
+    source: str = ""
+
+
+def memory() -> tuple[DeviceMemory, ...]:
+    """Free and total memory per device: the one in use, then the other cards the OS lists.
+
+    NEVER INITIALISES A DEVICE THAT DISCOVERY WOULD NOT, and never imports torch: the device in
+    use is asked through torch only when :func:`resolve` chose it as usable (its kernel check has
+    already created the context) and torch is already imported. ``torch.accelerator.get_memory_info``
+    answers where torch has it, ``torch.cuda``/``torch.xpu.mem_get_info`` otherwise, and Metal
+    reports its recommended working set as the total (it has no "free"). Other cards get what
+    the OS reports without a vendor library (AMD's VRAM size), else ``None``. Never raises.
+    """
+    try:
+        found = resolve()
+        rows: list[DeviceMemory] = []
+        if found.is_gpu:
+            rows.append(_torch_memory(found))
+        for device in host_devices():
+            if found.is_gpu and found.name and device.name == found.name and len(rows) == 1:
+                continue  # the card in use is already reported, with torch's figures
+            rows.append(DeviceMemory(device.address or device.name, device.name, None, device.memory_total,
+                                     "sysfs" if device.memory_total is not None else ""))
+        return tuple(rows)
+    except Exception as exc:  # the promise is "never raises"
+        logger.debug("memory() failed: %s", _describe(exc))
+        return ()
+
+
+def _torch_memory(found: Accelerator) -> DeviceMemory:
+    """The usable device's memory through the torch the process already imported."""
+    name = found.name or found.label
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return DeviceMemory(found.device, name, None, None)
+    index = int(found.device.split(":")[1]) if ":" in found.device else 0
+    attempts: list[tuple[str, Any]] = [("torch.accelerator",
+                                        getattr(getattr(torch, "accelerator", None), "get_memory_info", None))]
+    family = {"cuda": "cuda", "rocm": "cuda", "xpu": "xpu"}.get(found.kind)
+    if family:
+        attempts.append((f"torch.{family}", getattr(getattr(torch, family, None), "mem_get_info", None)))
+    for source, query in attempts:
+        if query is None:
+            continue
+        try:
+            free, total = query(index)
+            return DeviceMemory(found.device, name, int(free), int(total), source)
+        except Exception as exc:  # an older torch, or a backend without the query: try the next
+            logger.debug("%s could not report memory: %s", source, _describe(exc))
+    if found.kind == "mps":
+        try:
+            return DeviceMemory(found.device, name, None, int(torch.mps.recommended_max_memory()), "torch.mps")
+        except Exception as exc:
+            logger.debug("torch.mps could not report memory: %s", _describe(exc))
+    return DeviceMemory(found.device, name, None, None)
+
+
 def _plugin_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
     timeout = _probe_timeout()
     hook = "spacr_accel_capabilities"
@@ -279,12 +481,14 @@ def capabilities(found: Accelerator | None = None) -> tuple[tuple[str, bool, str
     users want to know whether THE SLOW STEP will be slow. So this reports per task, and it reports
     the truth per backend rather than one verdict for all of them: on Metal the segmentation and
     the classifier are accelerated while the cuML reductions are not, and a single green tick would
-    be a lie about the second. The three primitives name the backend that will run each (from the
-    registry) and why the ones above it will not. Plugins append rows through the
-    ``spacr_accel_capabilities`` hook.
+    be a lie about the second.
 
-    Ordered by how much the acceleration is worth: segmentation on the CPU took 444 s for one
-    256x256 image on an Intel iMac, and 3.2 s on its AMD Radeon Pro 5300 under Metal. Never raises.
+    THE FIRST FIVE ROWS ARE spaCR's OWN, in its words and order (:data:`SPACR_TASKS`): its setup
+    screen and README generator match on them. Then this project's: the three primitives name
+    the backend that will run each (from the registry) and why the ones above it will not; plugins
+    append rows through the ``spacr_accel_capabilities`` hook. Segmentation leads because it is
+    what the acceleration is worth most to: 444 s for one 256x256 image on an Intel iMac's CPU,
+    3.2 s on its AMD Radeon Pro 5300 under Metal. Never raises.
 
     :param found: optional existing accelerator snapshot. Providing it avoids another resolution
         (and its dtype-probe allocations) when the caller already holds the answer, as the
@@ -294,6 +498,9 @@ def capabilities(found: Accelerator | None = None) -> tuple[tuple[str, bool, str
     if not isinstance(found, Accelerator):
         found = resolve()
     rows = _model_rows(found)
+    rows.append(_backdrop_row(platform.system(), os.environ,
+                              sum(1 for device in host_devices() if device.kind == "gpu")))
+    rows.append(_cuml_row(found))
     ranked = _discovering(_primitive_rows, _probe_timeout(), "backend ranking")
     if ranked.timed_out:  # the registry queues behind a discovery that has not finished
         rows += [(task, False, f"unknown: {_discovery_note(ranked)}") for _, task in _PRIMITIVES]
@@ -301,7 +508,6 @@ def capabilities(found: Accelerator | None = None) -> tuple[tuple[str, bool, str
         logger.warning("could not rank the backends for the capabilities: %s", _describe(ranked.error))
     else:
         rows += ranked.value
-    rows.append(_cuml_row(found))
     try:
         rows += _plugin_rows(found)
     except Exception as exc:  # belt and braces: _plugin_rows guards each plugin already
@@ -448,16 +654,32 @@ def cellpose_kwargs() -> dict[str, Any]:
     Callers that pass ``device=None`` on purpose (letting cellpose resolve it) should take ``gpu``
     and ``use_bfloat16`` from here and drop ``device``.
 
-    :returns: ``{"gpu": bool, "device": torch.device, "use_bfloat16": bool}``.
+    ONLY WHAT THE INSTALLED CELLPOSE ACCEPTS: ``use_bfloat16`` arrived with Cellpose 4 (cpsam), and
+    Cellpose 3's ``CellposeModel`` raises ``TypeError`` on it, so it is left out below 4. The
+    version is read from the installed distribution's metadata, without importing Cellpose (which
+    imports torch); with no Cellpose installed, all three are given (the current Cellpose's set).
+
+    :returns: ``{"gpu": bool, "device": torch.device, "use_bfloat16": bool}``, without
+        ``use_bfloat16`` for Cellpose older than 4.
     """
     found = resolve()
     if found.kind == "mps" and found.usable:
         _keep_cellpose_flows_off_metal()
-    return {
-        "gpu": found.is_gpu,
-        "device": found.torch_device,
-        "use_bfloat16": found.is_gpu and found.bfloat16,
-    }
+    kwargs: dict[str, Any] = {"gpu": found.is_gpu, "device": found.torch_device}
+    major = _cellpose_major()
+    if major is None or major >= 4:
+        kwargs["use_bfloat16"] = found.is_gpu and found.bfloat16
+    return kwargs
+
+
+def _cellpose_major() -> int | None:
+    """The installed Cellpose's major version from its metadata, or None when it is not installed."""
+    try:
+        version = importlib.metadata.version("cellpose")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+    match = re.match(r"\s*v?(\d+)", version)
+    return int(match.group(1)) if match else None
 
 
 _FLOW_PATCH_LOCK = threading.Lock()
@@ -574,8 +796,9 @@ def _after_fork_in_child() -> None:
     stays valid: a walk the parent had in progress simply never completed in the child, which then
     walks on its own.
     """
-    global _LOCK, _FLOW_PATCH_LOCK  # noqa: PLW0603  (the module's locks are replaced, not mutated: that is the fix)
+    global _LOCK, _FLOW_PATCH_LOCK, _HOST_LOCK  # noqa: PLW0603  (the module's locks are replaced, not mutated: that is the fix)
     _LOCK = threading.Lock()
+    _HOST_LOCK = threading.Lock()
     _FLOW_PATCH_LOCK = threading.Lock()
     # Work the parent abandoned (a timed-out probe or discovery) has no thread in the child, so
     # its "done" event would never be set: forget it, and any answer that was waiting on it.
@@ -584,6 +807,8 @@ def _after_fork_in_child() -> None:
         _CACHE.accelerator, _CACHE.pending = None, ()
     if _CACHE.engines_pending:
         _CACHE.engines, _CACHE.engines_pending = None, ()
+    if _CACHE.hosts_pending:
+        _CACHE.hosts, _CACHE.hosts_pending = None, ()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX only; Windows has no fork to survive

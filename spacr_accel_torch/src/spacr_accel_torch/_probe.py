@@ -28,21 +28,32 @@ WHAT EACH PATH HAS TO GET RIGHT.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import inspect
 import logging
 import os
 import platform
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import ModuleType
 from typing import Any, Final
 
-from spacr_accel_core import BackendUnavailable, hookimpl
-from spacr_accel_core._errors import describe as _describe
-from spacr_accel_core.accelerator import ENV_DEVICE, Accelerator, device_request, parse_device
+from spacr_accel_core import BackendUnavailable, HostDevice, hookimpl
+from spacr_accel_core.accelerator import (
+    ENV_DEVICE,
+    Accelerator,
+    call_bounded,
+    device_request,
+    host_devices,
+    parse_device,
+)
+from spacr_accel_core.toolkit import describe as _describe
+from spacr_accel_core.toolkit import first_line as _first_line
 
 logger = logging.getLogger("spacr_accel_torch.probe")
 
@@ -60,6 +71,19 @@ no PyTorch backend supports at all. Matched on the name because torch reports no
 device it refuses to open."""
 
 _OS_QUERY_TIMEOUT: Final = 10.0
+
+HSA_OVERRIDE: Final = "HSA_OVERRIDE_GFX_VERSION"
+"""ROCm's switch that makes the runtime treat a card as another gfx target (``10.3.0`` is gfx1030):
+how a consumer Radeon the wheel ships no kernels for (gfx1032) runs the nearest shipped target's."""
+
+PYTORCH_INSTALL: Final = "https://pytorch.org/get-started/locally/"
+CUDA_WHEEL: Final = "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128"
+"""The CUDA build to install in place of a CPU-only or too-old wheel: CUDA 12.8 is the first with
+kernels for Blackwell (sm_100, sm_120) and still covers every card back to Maxwell."""
+ROCM_WHEEL: Final = "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/rocm6.4"
+NVIDIA_DRIVERS: Final = "https://www.nvidia.com/Download/index.aspx"
+
+_DRIVER_TOO_OLD: Final = re.compile(r"driver on your system is too old \(found version (\d+)\)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -163,16 +187,45 @@ def _device_name(query: Callable[[int], Any], index: int, what: str) -> str:
         return ""
 
 
-def _cuda_or_rocm(torch: Any, device_names: bool, index: int = 0) -> Accelerator | None:
-    """NVIDIA, or AMD on Linux: both dispatch to ``cuda``."""
+def _cuda_available(cuda: Any, fork_safe: bool) -> tuple[bool, str]:
+    """Whether torch sees a CUDA/ROCm device, and any warning torch gave while answering.
+
+    FORK SAFETY. ``torch.cuda.is_available()`` asks ``cudaGetDeviceCount``, which runs ``cuInit``:
+    after that a forked child's first CUDA call fails ("Cannot re-initialize CUDA in forked
+    subprocess"). ``torch.cuda.device_count()`` asks NVML (amdsmi on ROCm) first and initialises
+    nothing when NVML answers, so discovery, which runs in a process that may fork workers before
+    it computes anything, counts devices instead. With ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` torch's
+    own ``is_available()`` does the same.
+
+    :param cuda: ``torch.cuda``.
+    :param fork_safe: count through NVML instead of asking the CUDA runtime.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = int(cuda.device_count()) > 0 if fork_safe else bool(cuda.is_available())
+    said = " ".join(str(w.message) for w in caught)
+    return available, said
+
+
+def _cuda_or_rocm(torch: Any, device_names: bool, index: int = 0, *, fork_safe: bool = False,
+                  hosts: Sequence[HostDevice] = ()) -> Accelerator | None:
+    """NVIDIA, or AMD on Linux: both dispatch to ``cuda``.
+
+    :param fork_safe: discovery's question: count devices through NVML, initialise nothing.
+    :param hosts: the GPUs the operating system lists: a card torch does not see is reported
+        found, not used, with the reason (a CPU-only build, a driver too old).
+    """
     cuda = getattr(torch, "cuda", None)
-    if cuda is None or not cuda.is_available():
-        return None
     # ROCm builds set torch.version.hip and leave torch.version.cuda None. `version` is fetched
     # defensively: a partially built torch, or a stand-in implementing only the `cuda` namespace,
     # has none, and an AttributeError here would demote a working card to the CPU.
     version = getattr(torch, "version", None)
     hip = getattr(version, "hip", None)
+    if cuda is None:
+        return _unreachable_card(torch, hosts, "")
+    available, said = _cuda_available(cuda, fork_safe)
+    if not available:
+        return _unreachable_card(torch, hosts, said)
     kind = "rocm" if hip else "cuda"
     device = f"cuda:{index}"
     if index:
@@ -181,17 +234,215 @@ def _cuda_or_rocm(torch: Any, device_names: bool, index: int = 0) -> Accelerator
             return Accelerator(kind=kind, device=device, label=device, usable=False,
                                note=f"there is no {device}: torch sees {count} device(s)")
     name = _device_name(cuda.get_device_name, index, "CUDA") if device_names else ""
+    # Autocast and bfloat16 are asked where torch can say (both move with the release); the seed's
+    # answers (both True on CUDA and ROCm) stand where it cannot.
+    autocast = _autocast_available(torch, "cuda", default=True)
     if hip:
         # ROCm is a full CUDA-shaped backend: double precision and autocast both work, which is
         # why it needs none of Metal's carve-outs.
-        return Accelerator(kind="rocm", device=device, label=f"{name or 'AMD GPU'} (AMD ROCm {hip})",
-                           name=name)
-    cuda_version = getattr(version, "cuda", None)
-    if version is None:
-        label = f"{name or 'GPU'} (CUDA)"  # cannot tell NVIDIA from ROCm without torch.version
+        found = Accelerator(kind="rocm", device=device, label=f"{name or 'AMD GPU'} (AMD ROCm {hip})",
+                            name=name, autocast=autocast)
     else:
-        label = f"{name or 'NVIDIA GPU'} (NVIDIA CUDA{f' {cuda_version}' if cuda_version else ''})"
-    return Accelerator(kind="cuda", device=device, label=label, name=name)
+        cuda_version = getattr(version, "cuda", None)
+        if version is None:
+            label = f"{name or 'GPU'} (CUDA)"  # cannot tell NVIDIA from ROCm without torch.version
+        else:
+            label = f"{name or 'NVIDIA GPU'} (NVIDIA CUDA{f' {cuda_version}' if cuda_version else ''})"
+        found = Accelerator(kind="cuda", device=device, label=label, name=name, autocast=autocast,
+                            bfloat16=_bf16_native(cuda) if device_names else True)
+    if device_names:  # the architecture is a device-property query, like the name
+        problem = _arch_problem(torch, cuda, index, name or found.label, bool(hip))
+        if problem:
+            return replace(found, usable=False, note=problem)
+    return found
+
+
+def _bf16_native(cuda: Any) -> bool:
+    """Whether the card computes bfloat16 natively (compute capability 8.0 and later).
+
+    A T4 or V100 ACCEPTS bfloat16 tensors and emulates the arithmetic, slower than float32: the
+    seed's reason for float32 weights on the CPU holds there too, so emulation reads as False.
+    ``is_bf16_supported(including_emulation=False)`` says so where torch has the argument (2.4+);
+    an older torch is asked plainly, and one without the function keeps the seed's True.
+    """
+    check = getattr(cuda, "is_bf16_supported", None)
+    if check is None:
+        return True
+    try:
+        if "including_emulation" in inspect.signature(check).parameters:
+            return bool(check(including_emulation=False))
+        return bool(check())
+    except Exception as exc:  # a property query that fails: the declared answer stands
+        logger.debug("is_bf16_supported failed: %s", _describe(exc))
+        return True
+
+
+# ---- a card torch cannot run on ------------------------------------------------------------------
+
+
+def _torch_version(torch: Any) -> str:
+    return str(getattr(torch, "__version__", "") or "unknown version")
+
+
+def _cuda_from_driver(number: str) -> str:
+    """``11040`` (what CUDA's driver API reports) as ``11.4``."""
+    value = int(number)
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def _unreachable_card(torch: Any, hosts: Sequence[HostDevice], said: str) -> Accelerator | None:
+    """A card the operating system lists and torch does not see: found, not used, and why.
+
+    Three real causes, each with its own fix: a CPU-only wheel (``2.13.0+cpu``: install the CUDA
+    or ROCm build), a driver older than the wheel's CUDA (torch says "The NVIDIA driver on your
+    system is too old (found version 11040)": update the driver, naming both versions), or a card
+    torch is not shown (``CUDA_VISIBLE_DEVICES``, a driver that is not loaded).
+
+    :param torch: the module that did not see the card.
+    :param hosts: the GPUs the operating system lists.
+    :param said: what torch warned while answering ``is_available()``.
+    :returns: the card, detected and not usable; ``None`` when the OS lists none torch could drive.
+    """
+    version = getattr(torch, "version", None)
+    cuda_build, hip = getattr(version, "cuda", None), getattr(version, "hip", None)
+    wanted = ("AMD",) if hip else ("NVIDIA",) if cuda_build else ("NVIDIA", "AMD")
+    card = next((h for h in hosts if h.kind == "gpu" and h.vendor in wanted
+                 and not (h.vendor == "AMD" and _host().system != "Linux")), None)
+    if card is None:
+        return None
+    build = _torch_version(torch)
+    kind = "rocm" if card.vendor == "AMD" else "cuda"
+    route = "AMD ROCm" if kind == "rocm" else "NVIDIA CUDA"
+    driver = f" {card.driver_version}" if card.driver_version else ""
+    too_old = _DRIVER_TOO_OLD.search(said)
+    if version is not None and not cuda_build and not hip:
+        wheel = ROCM_WHEEL if kind == "rocm" else CUDA_WHEEL
+        note = (f"this PyTorch ({build}) is a CPU-only build, so it cannot use the {card.name}; "
+                f"install the {'ROCm' if kind == 'rocm' else 'CUDA'} build: {wheel}")
+    elif too_old:
+        note = (f"the NVIDIA driver{driver} is too old for this PyTorch ({build}, built for CUDA "
+                f"{cuda_build}): it supports CUDA {_cuda_from_driver(too_old.group(1))}; update the "
+                f"driver ({NVIDIA_DRIVERS}) or install a PyTorch built for that CUDA ({PYTORCH_INSTALL})")
+    elif card.driver and card.driver not in ("nvidia", "amdgpu"):
+        note = (f"the {card.name} is driven by {card.driver!r}, not the {card.vendor} driver torch needs; "
+                f"install the {card.vendor} driver")
+    elif os.environ.get("CUDA_VISIBLE_DEVICES") is not None or os.environ.get("HIP_VISIBLE_DEVICES") is not None:
+        note = (f"torch sees no device although the OS lists the {card.name}: CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES', os.environ.get('HIP_VISIBLE_DEVICES'))!r} hides it")
+    else:
+        first = said.strip().splitlines()[0] if said.strip() else ""
+        note = (f"torch ({build}) sees no device although the OS lists the {card.name}"
+                + (f": {first}" if first else "; check the driver (nvidia-smi or rocm-smi)"))
+    return Accelerator(kind=kind, device="cpu", label=f"{card.name} ({route})", name=card.name,
+                       usable=False, note=note)
+
+
+_SM: Final = re.compile(r"(sm|compute)_(\d+)(\d)([af]?)")
+
+
+def cuda_arch_runs(capability: tuple[int, int], arches: Sequence[str]) -> bool:
+    """Whether a card of ``capability`` can run anything this build was compiled for.
+
+    CUDA's rules: a cubin ``sm_XY`` runs on the same major with a minor of at least ``Y``
+    (``sm_80`` runs on 8.6, not on 9.0); PTX ``compute_XY`` is compiled by the driver for any
+    capability of at least ``X.Y``; an arch-specific target (``sm_90a``) runs only on exactly that
+    capability. Unknown entries are ignored.
+
+    :param capability: ``torch.cuda.get_device_capability()``, e.g. ``(12, 0)``.
+    :param arches: ``torch.cuda.get_arch_list()``.
+    """
+    for arch in arches:
+        match = _SM.fullmatch(arch.strip().lower())
+        if match is None:
+            continue
+        target = (int(match.group(2)), int(match.group(3)))
+        if match.group(4) == "a":
+            runs = capability == target
+        elif match.group(1) == "sm":
+            runs = capability[0] == target[0] and capability[1] >= target[1]
+        else:
+            runs = capability >= target
+        if runs:
+            return True
+    return False
+
+
+def gfx_target(name: str) -> str:
+    """A ROCm ``gcnArchName`` without its feature suffixes: ``gfx1032:sramecc-:xnack-`` -> ``gfx1032``."""
+    return name.split(":", maxsplit=1)[0].strip().lower()
+
+
+def gfx_from_override(value: str) -> str:
+    """``HSA_OVERRIDE_GFX_VERSION`` as the target it makes the card: ``10.3.0`` -> ``gfx1030``,
+    ``9.0.10`` -> ``gfx90a`` (the stepping is one hex digit); ``""`` for a value of no such shape."""
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)\s*", value)
+    if match is None:
+        return ""
+    major, minor, stepping = (int(part) for part in match.groups())
+    if minor > 15 or stepping > 15:
+        return ""
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def _override_for(target: str, shipped: Sequence[str]) -> tuple[str, str] | None:
+    """The nearest shipped target of the same family and the override that selects it.
+
+    RDNA2's gfx1031/1032/1034/1035 run gfx1030's kernels, RDNA3's gfx1101/1102 gfx1100's: the
+    family is the target without its last digit, and the lowest shipped member is suggested.
+    """
+    family = target[:-1]
+    members = sorted(t for t in shipped if t.startswith(family) and t != target and len(t) == len(target))
+    if not members:
+        return None
+    digits = members[0][3:]
+    major, minor, stepping = int(digits[:-2]), int(digits[-2], 16), int(digits[-1], 16)
+    return members[0], f"{major}.{minor}.{stepping}"
+
+
+def _arch_problem(torch: Any, cuda: Any, index: int, card: str, rocm: bool) -> str:
+    """Why this build cannot run on the card's architecture, or ``""`` when it can (or cannot tell).
+
+    Metadata only: the card's capability (CUDA) or ``gcnArchName`` (ROCm) against
+    ``get_arch_list()``. A wheel without kernels for a new card otherwise looks available and
+    fails at the first kernel: "CUDA error: no kernel image is available for execution on the
+    device" (an RTX 50xx, sm_120, with a wheel built for sm_50..sm_90), and a Radeon RX 6600
+    (gfx1032) under a ROCm wheel that ships gfx1030 does the same unless
+    ``HSA_OVERRIDE_GFX_VERSION=10.3.0`` is set.
+    """
+    try:
+        arches = [str(a) for a in cuda.get_arch_list()]
+    except Exception as exc:  # an old torch or a stand-in without the query: nothing to check against
+        logger.debug("get_arch_list failed: %s", _describe(exc))
+        return ""
+    if not arches:
+        return ""
+    build = _torch_version(torch)
+    try:
+        if rocm:
+            target = gfx_target(str(getattr(cuda.get_device_properties(index), "gcnArchName", "")))
+            if not target:
+                return ""
+            shipped = [gfx_target(a) for a in arches]
+            override = os.environ.get(HSA_OVERRIDE, "")
+            effective = gfx_from_override(override) or target
+            if effective in shipped:
+                return ""
+            nearest = _override_for(target, shipped)
+            fix = (f"set {HSA_OVERRIDE}={nearest[1]} (run as {nearest[0]}, which it ships) before starting "
+                   "Python" if nearest else f"install a ROCm build that ships {target} ({PYTORCH_INSTALL})")
+            told = f" ({HSA_OVERRIDE}={override} makes it {effective})" if override else ""
+            return (f"this PyTorch ({build}) ships no ROCm kernels for {target}{told}, the {card}'s "
+                    f"target; it ships {', '.join(shipped)}. Fix: {fix}")
+        capability = tuple(int(v) for v in cuda.get_device_capability(index))
+    except Exception as exc:  # a property query that fails: the kernel check will tell
+        logger.debug("reading the device architecture failed: %s", _describe(exc))
+        return ""
+    if len(capability) != 2 or cuda_arch_runs((capability[0], capability[1]), arches):
+        return ""
+    sm = f"sm_{capability[0]}{capability[1]}"
+    return (f"this PyTorch ({build}) has no kernels for {sm} (the {card}, capability "
+            f"{capability[0]}.{capability[1]}); it was built for {', '.join(arches)}. "
+            f"Install a build that includes {sm}: {CUDA_WHEEL}")
 
 
 def _torch_release(torch: Any) -> tuple[int, int]:
@@ -226,8 +477,10 @@ def _metal(torch: Any, device_names: bool) -> Accelerator | None:
     # bfloat16 came to Metal in torch 2.3 on macOS 14; this is only the DECLARED answer, which
     # the selecting path replaces with a measurement.
     bfloat16 = _torch_release(torch) >= (2, 3) and _mac_release(host) >= (14, 0)
+    # Autocast on Metal raised before torch 2.5 and works since: asked where torch can say.
     return Accelerator(kind="mps", device="mps", label=f"{name or 'Metal GPU'} (Apple Metal)", name=name,
-                       float64=False, autocast=False, fallback=False, bfloat16=bfloat16)
+                       float64=False, autocast=_autocast_available(torch, "mps"), fallback=False,
+                       bfloat16=bfloat16)
 
 
 def _why_metal_is_unavailable(built: bool, host: _Host) -> tuple[str, str]:
@@ -282,10 +535,15 @@ def _metal_gpu_name(machine: str) -> str:
         return "Metal GPU"
 
 
-def _autocast_available(torch: Any, device_type: str) -> bool:
+def _autocast_available(torch: Any, device_type: str, default: bool = False) -> bool:
+    """``torch.amp.is_autocast_available(device_type)`` where torch has it (2.4+), else ``default``.
+
+    :param default: the seed's measured answer for a torch that cannot say: True for CUDA/ROCm,
+        False elsewhere (a wrong "yes" is a crash in a training run).
+    """
     check = getattr(getattr(torch, "amp", None), "is_autocast_available", None)
     if check is None:
-        return False  # an older torch: claim nothing, a wrong "yes" is a crash in a training run
+        return default
     try:
         return bool(check(device_type))
     except Exception:  # an unknown device type on this build
@@ -351,7 +609,8 @@ def _cpu(note: str) -> Accelerator:
     return Accelerator(kind="cpu", device="cpu", label="CPU", note=note)
 
 
-def _forced(torch: Any, wanted: str, device_names: bool, include_cuda: bool) -> Accelerator:
+def _forced(torch: Any, wanted: str, device_names: bool, include_cuda: bool,
+            hosts: Sequence[HostDevice] = ()) -> Accelerator:
     """Honour ``SPACR_DEVICE``: the named device if torch can open it, else the CPU with a note.
 
     It picks WHICH device, it cannot conjure one: a device torch reports unavailable would only
@@ -369,7 +628,7 @@ def _forced(torch: Any, wanted: str, device_names: bool, include_cuda: bool) -> 
         return _cpu(f"{ENV_DEVICE}={wanted} names CUDA/ROCm, which this inspection skips; running on the CPU")
     try:
         if family in ("cuda", "rocm"):
-            answer = _cuda_or_rocm(torch, device_names, index)
+            answer = _cuda_or_rocm(torch, device_names, index, hosts=hosts)
         elif family == "mps":
             answer = _metal(torch, device_names) if index == 0 else None
         elif family == "xpu":
@@ -385,15 +644,17 @@ def _forced(torch: Any, wanted: str, device_names: bool, include_cuda: bool) -> 
     return answer
 
 
-def _detect(torch: Any, device_names: bool, include_cuda: bool) -> Accelerator | None:
+def _detect(torch: Any, device_names: bool, include_cuda: bool, *, fork_safe: bool = False,
+            hosts: Sequence[HostDevice] = ()) -> Accelerator | None:
     """The first usable device in KINDS order, else the first detected one."""
     problems: list[str] = []
     unusable: Accelerator | None = None
     for what, path in _PATHS:
         if what == "CUDA/ROCm" and not include_cuda:
             continue
+        ask = partial(_cuda_or_rocm, fork_safe=fork_safe, hosts=hosts) if what == "CUDA/ROCm" else path
         try:
-            answer = path(torch, device_names)
+            answer = ask(torch, device_names)
         except Exception as exc:  # a half-installed backend that throws while being ASKED
             logger.info("the %s probe raised %s", what, _describe(exc))
             problems.append(f"the {what} probe raised {_describe(exc)}")
@@ -443,7 +704,9 @@ def _measure_dtypes(torch: Any, found: Accelerator) -> Accelerator:
         return True
 
     float64 = accepts("float64")
-    bfloat16 = accepts("bfloat16")
+    # A CUDA card already judged to EMULATE bfloat16 (a T4, a V100) would accept the tensor:
+    # the allocation cannot tell emulation from native arithmetic, so it is not asked.
+    bfloat16 = None if found.kind == "cuda" and not found.bfloat16 else accepts("bfloat16")
     return replace(found,
                    float64=found.float64 if float64 is None else float64,
                    bfloat16=found.bfloat16 if bfloat16 is None else bfloat16)
@@ -469,12 +732,99 @@ def _settle_fallback(found: Accelerator | None, selecting: bool) -> Accelerator 
     return replace(found, fallback=in_force)
 
 
-def _find(torch: Any, device_names: bool, include_cuda: bool) -> Accelerator | None:
+def _find(torch: Any, device_names: bool, include_cuda: bool, *, fork_safe: bool = False,
+          hosts: Sequence[HostDevice] = ()) -> Accelerator | None:
     """The device ``SPACR_DEVICE`` names (:func:`_forced`), else the best one detected (:func:`_detect`)."""
     wanted = device_request()
     if not wanted.auto:
-        return _forced(torch, wanted.text, device_names, include_cuda)
-    return _detect(torch, device_names, include_cuda)
+        return _forced(torch, wanted.text, device_names, include_cuda, hosts)
+    return _detect(torch, device_names, include_cuda, fork_safe=fork_safe, hosts=hosts)
+
+
+# ---- usable means it runs ---------------------------------------------------------------------
+
+
+def _run_kernel(torch: Any, device: str) -> None:
+    """One tiny float32 kernel on ``device``, read back: what "usable" has to mean.
+
+    ``.item()`` synchronises, so an asynchronous launch failure ("no kernel image is available",
+    an illegal address) surfaces here rather than in the user's first segmentation.
+    """
+    values = torch.arange(4, dtype=torch.float32, device=device)
+    total = float((values * 2.0 + 1.0).sum().item())
+    if total != 16.0:
+        raise RuntimeError(f"the check kernel computed {total!r} instead of 16.0")
+
+
+def _kernel_fix(message: str, found: Accelerator) -> str:
+    """What to do about a device that failed the kernel check, by what the error said."""
+    lowered = message.lower()
+    if "no kernel image" in lowered or "invalid device function" in lowered:
+        if found.kind == "rocm":
+            return (f"this PyTorch has no kernels for this card's gfx target; {HSA_OVERRIDE} set to the "
+                    f"nearest shipped target, or a ROCm build that ships it ({PYTORCH_INSTALL})")
+        return f"install a PyTorch built for this card: {CUDA_WHEEL}"
+    too_old = _DRIVER_TOO_OLD.search(message)
+    if too_old:
+        return (f"the driver supports CUDA {_cuda_from_driver(too_old.group(1))} only: update it "
+                f"({NVIDIA_DRIVERS}) or install a PyTorch built for that CUDA ({PYTORCH_INSTALL})")
+    if "out of memory" in lowered:
+        return "the card is full: another process holds its memory (nvidia-smi or rocm-smi shows which)"
+    if "forked subprocess" in lowered:
+        return "CUDA was initialised before this process forked: start workers with 'spawn'"
+    return f"{ENV_DEVICE}=cpu runs on the CPU without asking it; reinstalling the driver or PyTorch may fix it"
+
+
+def _kernel_check(torch: Any, found: Accelerator) -> Accelerator:
+    """``found`` if a tiny kernel runs on it; else detected, not usable, with the error and the fix.
+
+    Bounded like a probe (:func:`~spacr_accel_core.accelerator.call_bounded`): a kernel that hangs
+    in a wedged driver makes the device unusable with a note instead of costing the whole walk.
+    """
+    try:
+        call_bounded(partial(_run_kernel, torch, found.device), f"the kernel check on {found.device}")
+    except Exception as exc:  # any failure of the kernel is the answer, not a crash
+        line = _first_line(exc)
+        logger.info("%s could not run a kernel: %s", found.device, line)
+        return replace(found, usable=False,
+                       note=f"the {found.name or found.label} could not run a kernel: {line}. "
+                            f"Fix: {_kernel_fix(str(exc), found)}")
+    return found
+
+
+def _host_gpus() -> tuple[HostDevice, ...]:
+    """The host inventory (OS and plugins) for the reports; empty if it cannot be had."""
+    try:
+        return host_devices()
+    except Exception as exc:  # host_devices never raises; this keeps the prober's promise regardless
+        logger.debug("host devices unavailable: %s", _describe(exc))
+        return ()
+
+
+def _no_node_answer(hosts: Sequence[HostDevice], why: str) -> Accelerator:
+    """No GPU device node on Linux: a listed card is found-not-used, with what torch's build is.
+
+    torch is NOT imported to say so (that costs a second and 200 MiB per process): its build is
+    read from the installed wheel's metadata (``2.13.0+cpu``).
+    """
+    card = next((h for h in hosts if h.kind == "gpu" and h.vendor in ("NVIDIA", "AMD")), None)
+    if card is None:
+        raise BackendUnavailable(why)
+    try:
+        build = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        raise BackendUnavailable("PyTorch is not installed") from None
+    kind = "rocm" if card.vendor == "AMD" else "cuda"
+    if build.endswith("+cpu"):
+        note = (f"this PyTorch ({build}) is a CPU-only build, so it cannot use the {card.name}; install "
+                f"the {'ROCm' if kind == 'rocm' else 'CUDA'} build: {ROCM_WHEEL if kind == 'rocm' else CUDA_WHEEL}")
+    else:
+        driver = f" (its driver is {card.driver!r})" if card.driver else " (no driver is bound to it)"
+        note = (f"the {card.vendor} driver is not loaded, so no device node exists for the "
+                f"{card.name}{driver}; install the {card.vendor} driver")
+    route = "AMD ROCm" if kind == "rocm" else "NVIDIA CUDA"
+    return Accelerator(kind=kind, device="cpu", label=f"{card.name} ({route})", name=card.name,
+                       usable=False, note=note)
 
 
 # ---- the hooks ----------------------------------------------------------------------------------
@@ -495,11 +845,20 @@ def spacr_accel_probe(torch: ModuleType | None, device_names: bool, include_cuda
         found; the core shows the message as the CPU's note.
     """
     selecting = torch is None
+    hosts = _host_gpus()
+    if selecting and device_request().auto:
+        from ._plugin import _no_device_node  # imported here: _plugin imports this module
+
+        absent = _no_device_node()
+        if absent is not None:  # no node, no device torch could open: never import torch to ask
+            return _no_node_answer(hosts, absent)
     module = _import_torch() if torch is None else torch
     try:
-        found = _find(module, device_names, include_cuda)
+        found = _find(module, device_names, include_cuda, hosts=hosts)
         if selecting and found is not None and found.usable and found.kind != "cpu":
-            found = _measure_dtypes(module, found)
+            found = _kernel_check(module, found)
+            if found.usable:  # a device that cannot run a kernel has no dtypes worth measuring
+                found = _measure_dtypes(module, found)
     except BaseException:
         if selecting:
             _undo_preset()
@@ -521,7 +880,7 @@ def detect(include_cuda: bool = True) -> Accelerator | None:
     """
     module = _import_torch()
     try:
-        found = _find(module, False, include_cuda)
+        found = _find(module, False, include_cuda, fork_safe=True)
     except BaseException:
         _undo_preset()
         raise
