@@ -583,9 +583,9 @@ class Registry:
         """Note that the core answered ``operation`` itself (an empty input needs no backend)."""
         self._last.call = (operation, "core", [], ())
 
-    def record_served(self, operation: str, backend: str) -> None:
-        """Note that ``operation``, composed of dispatches, was computed by ``backend``."""
-        self._last.call = (operation, backend, [], ())
+    def record_served(self, operation: str, backend: str, declined: tuple[tuple[str, str], ...] = ()) -> None:
+        """Note that ``operation``, composed of dispatches, was computed by ``backend`` after ``declined``."""
+        self._last.call = (operation, backend, list(declined), ())
 
 
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()

@@ -304,7 +304,7 @@ def mutual_nearest_neighbours(first: Any, second: Any, *, max_distance: Any = No
     matched = np.flatnonzero(forward >= 0)
     mutual = matched[backward[forward[matched]] == matched]
     if served is not None:
-        REGISTRY.record_served("mutual_nearest_neighbours", served.backend)
+        REGISTRY.record_served("mutual_nearest_neighbours", served.backend, served.declined)
     return np.stack([mutual, forward[mutual]], axis=1).astype(_I64, copy=False).reshape(-1, 2)
 
 
