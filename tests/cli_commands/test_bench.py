@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,18 +12,27 @@ import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, BackendUnavailable, PluginFault, _bench, _cli, hookimpl
+from spacr_accel_core import (
+    BackendDeclined,
+    BackendInfo,
+    BackendUnavailable,
+    Declaration,
+    PluginFault,
+    _bench,
+    _cli,
+    hookimpl,
+)
+from spacr_accel_core.testing import reference_maximum_filter
 
 OPERATIONS = ["maximum_filter", "matmul", "nearest_neighbours"]
-RESULT_KEYS = {"backend", "status", "reason", "agrees", "detail", "warmup_s", "best_s", "times_s", "speedup"}
+RESULT_KEYS = {"backend", "status", "device", "reason", "agrees", "detail", "warmup_s", "best_s", "times_s",
+               "speedup"}
 
 
 class Liar:
     """Right shapes and dtypes, wrong values: only the agreement check can catch it."""
 
-    @hookimpl
-    def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name="liar", priority=1.0, accelerated=False)
+    SPACR_ACCEL_PLUGIN = Declaration(name="liar", priority=1.0)
 
     @hookimpl
     def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
@@ -42,9 +52,7 @@ class Liar:
 class Decliner:
     """Says "not me, not now" for every operation, as CuPy does without a card."""
 
-    @hookimpl
-    def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name="decliner", priority=1.0, accelerated=False)
+    SPACR_ACCEL_PLUGIN = Declaration(name="decliner", priority=1.0)
 
     @hookimpl
     def spacr_accel_matmul(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -54,9 +62,7 @@ class Decliner:
 class Breaker:
     """Breaks the contract two ways: a wrong shape, and an exception that is not a RuntimeError."""
 
-    @hookimpl
-    def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name="breaker", priority=1.0, accelerated=False)
+    SPACR_ACCEL_PLUGIN = Declaration(name="breaker", priority=1.0)
 
     @hookimpl
     def spacr_accel_matmul(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -139,7 +145,8 @@ def test_a_declining_backend_is_skipped_with_its_reason(
     assert decliner["matmul"]["status"] == "skipped"
     assert decliner["matmul"]["reason"] == "BackendUnavailable: no device here"
     assert decliner["maximum_filter"]["status"] == "skipped"
-    assert "does not implement maximum_filter" in decliner["maximum_filter"]["reason"]
+    assert decliner["maximum_filter"]["reason"] == "does not implement maximum_filter"
+    assert decliner["nearest_neighbours"]["reason"] == "does not implement nearest_neighbours"
     assert decliner["matmul"]["agrees"] is None and decliner["matmul"]["best_s"] is None
 
 
@@ -223,11 +230,133 @@ def test_progress_is_one_rewritten_line_and_only_on_a_terminal(monkeypatch: pyte
     assert _bench.progress_stream(False) is None  # --json
 
 
-def test_a_backend_slower_than_the_budget_is_timed_once_on_its_warm_up(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+class SlowStart:
+    """Pays a one-off start-up on its first filter call (an import, a compilation), then is fast."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.answers: dict[int, np.ndarray] = {}  # field -> answer: its warm calls cost ~nothing
+
+    SPACR_ACCEL_PLUGIN = Declaration(name="slowstart", priority=1.0)
+
+    @hookimpl
+    def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
+        if not self.started:
+            time.sleep(0.5)
+            self.started = True
+        key = hash((field.tobytes(), size))
+        if key not in self.answers:
+            self.answers[key] = reference_maximum_filter(field, size)
+        return self.answers[key].copy()
+
+
+def test_a_warm_up_over_the_budget_is_never_a_time(
+    monkeypatch: pytest.MonkeyPatch, plug: Callable[[object, str], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(_bench, "QUICK_BUDGET_S", 0.0)  # every call is "too slow"
-    report = bench_json(capsys, "--backend", "numpy", "--repeat", "3", code=0)
-    for row in results(report, "numpy").values():
-        assert row["times_s"] == [row["warmup_s"]] and row["best_s"] == row["warmup_s"]
-        assert row["agrees"] is True
+    monkeypatch.setattr(_bench, "QUICK_BUDGET_S", 0.0)  # every call is "too slow" to repeat
+    plug(SlowStart(), "slowstart")
+    report = bench_json(capsys, "--backend", "slowstart", "--repeat", "3", code=0)
+    for backend in ("numpy", "slowstart"):
+        for row in results(report, backend).values():
+            if row["status"] != "ok":
+                continue
+            assert len(row["times_s"]) == 1 and row["best_s"] == row["times_s"][0], row
+    slow = results(report, "slowstart")["maximum_filter"]
+    assert slow["warmup_s"] >= 0.5
+    assert slow["best_s"] < 0.25, "the one-off start-up was reported as the backend's time"
+
+
+class NanDecliner:
+    """Declines a field holding a NaN (the contract lets it), answers every other field exactly,
+    as the OpenCV example does."""
+
+    SPACR_ACCEL_PLUGIN = Declaration(name="nandecliner", priority=1.0)
+
+    @hookimpl
+    def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
+        if np.isnan(field).any():
+            raise BackendDeclined("the field holds a NaN")
+        return reference_maximum_filter(field, size)
+
+
+class NanEater:
+    """Exact on NaN-free fields, but reads a NaN as zero: only the NaN check can catch it."""
+
+    SPACR_ACCEL_PLUGIN = Declaration(name="naneater", priority=1.0)
+
+    @hookimpl
+    def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
+        return reference_maximum_filter(np.nan_to_num(field, nan=0.0), size)
+
+
+def test_a_backend_that_declines_nan_is_timed_and_the_nan_rule_still_checked(
+    plug: Callable[[object, str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    plug(NanDecliner(), "nandecliner")
+    plug(NanEater(), "naneater")
+    report = bench_json(capsys, "--backend", "nandecliner", "--backend", "naneater", "--repeat", "1", code=1)
+    decliner = results(report, "nandecliner")["maximum_filter"]
+    assert decliner["status"] == "ok" and decliner["agrees"] is True and decliner["best_s"] is not None
+    assert "declines dead pixels (NaN)" in decliner["detail"] and "BackendDeclined" in decliner["detail"]
+    eater = results(report, "naneater")["maximum_filter"]
+    assert eater["status"] == "ok" and eater["agrees"] is False
+    assert "dead pixels (NaN)" in eater["detail"] and "pixels differ" in eater["detail"]
+    assert report["problems"] == ["naneater in maximum_filter"]
+    assert "bit-identical" in results(report, "numpy")["maximum_filter"]["detail"]
+
+
+def test_the_timed_field_holds_no_nan_and_the_nan_check_holds_some() -> None:
+    for quick in (True, False):
+        field_case = next(case for case in _bench.cases(quick) if case.operation == "maximum_filter")
+        assert not np.isnan(field_case.args[0]).any()
+        assert [np.isnan(args[0]).sum() > 0 for _, args in field_case.checks] == [True]
+
+
+class Prober:
+    """A device prober: no operation at all (like the OpenVINO example)."""
+
+    SPACR_ACCEL_PLUGIN = Declaration(name="justaprober")
+
+    @hookimpl
+    def spacr_accel_neural_engines(self) -> tuple[str, ...]:
+        return ()
+
+
+def test_a_plugin_with_no_operation_is_no_row(plug: Callable[[object, str], None]) -> None:
+    plug(Prober(), "justaprober")
+    statuses = {row.name: row for row in spacr_accel_core.plugins()}
+    assert statuses["justaprober"].operations == ()
+    names = _bench.candidates(None)
+    assert "justaprober" not in names
+    assert all(statuses[name].operations for name in names), names
+
+
+class Accelerated:
+    """Needs a device; runs the filter (forced, as the bench calls it)."""
+
+    SPACR_ACCEL_PLUGIN = Declaration(name="carded", priority=1.0, accelerated=True)
+
+    @hookimpl
+    def spacr_accel_backend_info(self) -> BackendInfo:
+        return BackendInfo(usable=False, note="no card")
+
+    @hookimpl
+    def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
+        return reference_maximum_filter(field, size)
+
+
+def test_each_row_says_which_device_ran(
+    monkeypatch: pytest.MonkeyPatch, plug: Callable[[object, str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import spacr_accel_core.accelerator
+
+    monkeypatch.setattr(spacr_accel_core.accelerator, "device_string", lambda: "cuda:7")
+    plug(Accelerated(), "carded")
+    report = bench_json(capsys, "--backend", "carded", "--repeat", "1", code=0)
+    assert results(report, "carded")["maximum_filter"]["device"] == "cuda:7"
+    assert results(report, "carded")["matmul"]["device"] is None  # it did not run
+    assert {row["device"] for row in results(report, "numpy").values()} == {"cpu"}
+    assert _cli.main(["bench", "--quick", "--backend", "carded", "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:3] == ["carded", "ok", "cuda:7"] for line in lines), lines
+    assert any(line.split()[:3] == ["numpy", "ok", "cpu"] for line in lines), lines
