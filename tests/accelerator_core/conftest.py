@@ -58,6 +58,21 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
+def plug(plug: Callable[[object, str], object]) -> Callable[[object, str], object]:
+    """The shared ``plug``, declaring each test plugin (a prober, a row or engine source) by name.
+
+    These plugins implement only the accelerator's hooks; what they are needs no more than a name.
+    """
+
+    def add(obj: object, name: str) -> object:
+        if not hasattr(obj, "SPACR_ACCEL_PLUGIN"):
+            obj.SPACR_ACCEL_PLUGIN = Declaration(name=name)  # type: ignore[attr-defined]  # any test object
+        return plug(obj, name)
+
+    return add
+
+
+@pytest.fixture
 def resolved(plug: Callable[[object, str], object]) -> Callable[[Accelerator], Prober]:
     """``resolved(acc)`` makes ``resolve()`` answer ``acc`` through a registered prober."""
 

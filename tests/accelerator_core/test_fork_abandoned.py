@@ -10,16 +10,21 @@ def test_a_child_forked_after_a_timeout_resolves_on_its_own():
         """
         import os, signal, sys, time
         import spacr_accel_core
-        from spacr_accel_core import BackendInfo, accelerator, hookimpl
+        from spacr_accel_core import BackendInfo, Declaration, accelerator, hookimpl
 
         parent = os.getpid()
 
         class Slow:
-            @hookimpl
-            def spacr_accel_backend_info(self):
+            SPACR_ACCEL_PLUGIN = Declaration(name="slow", priority=1.0)
+
+            def __dir__(self):  # pluggy lists the plugin while loading it: discovery waits here
                 if os.getpid() == parent:
                     time.sleep(3)  # only the parent's discovery is slow
-                return BackendInfo(name="slow", priority=1.0, accelerated=False)
+                return list(super().__dir__())
+
+            @hookimpl
+            def spacr_accel_backend_info(self):
+                return BackendInfo()
 
         spacr_accel_core.register(Slow(), "slow")
         spacr_accel_core.refresh()

@@ -244,8 +244,9 @@ def test_any_probe_timeout_text_gives_a_positive_bound_or_none(raw: str) -> None
 def test_a_third_party_prober_is_found_through_its_entry_point(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "acme_accel_probe.py").write_text(
-        "from spacr_accel_core import hookimpl\n"
+        "from spacr_accel_core import Declaration, hookimpl\n"
         "from spacr_accel_core.accelerator import Accelerator\n"
+        "SPACR_ACCEL_PLUGIN = Declaration(name='acme')\n"
         "@hookimpl\n"
         "def spacr_accel_probe(torch, device_names, include_cuda):\n"
         "    return Accelerator(kind='xpu', device='xpu:0', label='Acme Xe (Acme)', name='Acme Xe')\n"
