@@ -9,6 +9,7 @@ when one raises :class:`RuntimeError`. See :mod:`spacr_accel_core.ops` for the o
 
 from __future__ import annotations
 
+from ._declaration import Declaration, Setting
 from ._errors import (
     BackendDeclined,
     BackendOutOfMemory,
@@ -16,7 +17,6 @@ from ._errors import (
     NoBackendError,
     PluginFault,
 )
-from ._declaration import Declaration, Setting
 from ._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
 from ._records import BackendInfo, Dispatch, HostDevice, PluginStatus
 from ._registry import REGISTRY, Registry, cpu_requested, use

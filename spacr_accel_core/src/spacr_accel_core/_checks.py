@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 from typing import Any
@@ -180,7 +181,7 @@ def threshold_below(threshold: Any) -> np.float32 | None:
     if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (int, float, np.integer, np.floating)):
         raise TypeError(f"threshold must be a real number or None, got {type(threshold).__name__}")
     value = float(threshold)
-    if value != value:
+    if math.isnan(value):
         raise ValueError("threshold is NaN; pass None for no threshold")
     with np.errstate(over="ignore"):
         below = np.float32(value)
@@ -211,6 +212,13 @@ def metric_name(metric: Any) -> str:
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     return metric
+
+
+def packed_bits(dtype: np.dtype[Any], name: str) -> None:
+    """Hamming points must be uint8 rows of packed bits; anything else is refused, not converted
+    (a float descriptor cast to bytes would compare meaningless bits)."""
+    if dtype != np.uint8:
+        raise TypeError(f"metric='hamming' takes uint8 rows of packed bits (ORB's 32 bytes); {name} is {dtype}")
 
 
 def neighbour_count(k: Any) -> int:

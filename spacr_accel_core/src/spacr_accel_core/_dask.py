@@ -24,6 +24,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.delayed import delayed
 
 from . import _checks, last_dispatch, ops
 
@@ -365,8 +366,9 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
 # ---- nearest_neighbours -----------------------------------------------------------------------
 
 def _nearest_block(source: np.ndarray, target: np.ndarray, gpu: bool, backend: str | None,
-                   chunk: int) -> np.ndarray:
-    index, distance = ops.nearest_neighbours(source, target, gpu=gpu, backend=backend, chunk=chunk)
+                   chunk: int, k: int, max_distance: float | None, metric: str) -> np.ndarray:
+    index, distance = ops.nearest_neighbours(source, target, gpu=gpu, backend=backend, chunk=chunk, k=k,
+                                             max_distance=max_distance, metric=metric)
     _record()
     pairs = np.empty(index.shape, dtype=_PAIR)
     pairs["index"] = index
@@ -379,9 +381,13 @@ def _field_of(pairs: np.ndarray, name: str) -> np.ndarray:
 
 
 def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: str | None = None,
-                       chunk: Any = ops.CHUNK) -> tuple[da.Array, da.Array]:
+                       chunk: Any = ops.CHUNK, k: Any = 1, max_distance: Any = None,
+                       metric: str = "euclidean") -> tuple[da.Array, da.Array]:
     """See :func:`spacr_accel_core.dask.nearest_neighbours`."""
     _checks._options(gpu, backend)
+    kind = _checks.metric_name(metric)
+    count = _checks.neighbour_count(k)
+    bound = _checks.distance_bound(max_distance)
     src = _dask(source, "source")
     if src.ndim != 2:
         raise ValueError(f"source must be a 2-D (points, coordinates) array, got shape {src.shape}")
@@ -396,25 +402,80 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: bool = True, backend: s
     if len(tgt_shape) != 2:
         raise ValueError(f"target must be a 2-D (points, coordinates) array, got shape {tgt_shape}")
     rows = _checks._widths_and_chunk(src.shape, tgt_shape, chunk)
+    if kind == "hamming":
+        _checks.packed_bits(src.dtype, "source")
+        _checks.packed_bits(tgt_lazy.dtype if lazy else tgt_memory.dtype, "target")
     _known(src, "source", (1,))
     if lazy:
         tgt = tgt_lazy.rechunk(-1)
     else:
-        # float32 and contiguous once, here, so no block task converts the target again; values
-        # are checked by ops inside each block, with its words (NaN/inf after conversion).
+        # float32 (or packed bits) and contiguous once, here, so no block task converts the target
+        # again; values are checked by ops inside each block, with its words.
         with np.errstate(over="ignore"):
-            tgt = _in_graph_once(np.ascontiguousarray(tgt_memory, dtype=_F32))
+            tgt = _in_graph_once(np.ascontiguousarray(tgt_memory, dtype=None if kind == "hamming" else _F32))
     src = _sole_chunk(src, 1)
+    out = ("rows",) if count == 1 else ("rows", "k")
     pairs = da.blockwise(
-        _nearest_block, ("rows",), src, ("rows", "width"), tgt, ("targets", "width"),
-        gpu, None, backend, None, rows, None, concatenate=True, token="spacr_accel-nearest_neighbours",
-        dtype=_PAIR, meta=np.empty((0,), dtype=_PAIR),
+        _nearest_block, out, src, ("rows", "width"), tgt, ("targets", "width"),
+        gpu, None, backend, None, rows, None, count, None, bound, None, kind, None, concatenate=True,
+        new_axes={} if count == 1 else {"k": count}, token="spacr_accel-nearest_neighbours",
+        dtype=_PAIR, meta=np.empty((0,) * len(out), dtype=_PAIR),
     )
     indices = da.map_blocks(_field_of, pairs, "index", token="spacr_accel-nearest-indices", dtype=_I64,
-                            meta=np.empty((0,), dtype=_I64))
+                            meta=np.empty((0,) * len(out), dtype=_I64))
     distances = da.map_blocks(_field_of, pairs, "distance", token="spacr_accel-nearest-distances",
-                              dtype=_F32, meta=np.empty((0,), dtype=_F32))
+                              dtype=_F32, meta=np.empty((0,) * len(out), dtype=_F32))
     return indices, distances
+
+
+# ---- local_maxima -----------------------------------------------------------------------------
+
+def _peaks_block(block: np.ndarray, window: int, threshold: Any, gpu: bool, backend: str | None,
+                 halo: int, origin: tuple[int, ...]) -> np.ndarray:
+    """The peaks of one block's interior (its halo rows dropped), in the whole array's coordinates."""
+    peaks = ops.local_maxima(block, window, threshold=threshold, gpu=gpu, backend=backend)
+    _record()
+    rows = block.shape[-2] - 2 * halo
+    axis = block.ndim - 2
+    inside = peaks[(peaks[:, axis] >= halo) & (peaks[:, axis] < halo + rows)]
+    inside[:, axis] -= halo
+    return inside + np.asarray(origin, dtype=_I64)
+
+
+def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = True,
+                 backend: str | None = None) -> da.Array:
+    """See :func:`spacr_accel_core.dask.local_maxima`."""
+    _checks._options(gpu, backend)
+    _checks.threshold_below(threshold)  # refused here, with ops' words, before any graph is built
+    array = _dask(field, "field")
+    if array.ndim < 2:
+        raise ValueError(f"field must be a 2-D array, or a stack (..., H, W) of 2-D fields, "
+                         f"got {array.ndim}-D with shape {array.shape}")
+    window = _integer(size, "size")
+    if window < 0:
+        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
+    window += 1 - window % 2 if window else 0
+    _known(array, "field", tuple(range(array.ndim)))
+    # Whole rows in every block: the blocks' peaks, concatenated in block order, are then in
+    # row-major order with no global sort. Only the rows exchange a halo.
+    array = _sole_chunk(array, array.ndim - 1)
+    axis, height = array.ndim - 2, array.shape[-2]
+    if len(array.chunks[axis]) > 1 and array.ndim > 2:  # rows split: one field per block, so order holds
+        array = array.rechunk(dict.fromkeys(range(axis), 1))
+    halo = 0 if len(array.chunks[axis]) == 1 else (min(max(window, 1), 2 * height - 1) - 1) // 2
+    if halo:  # as dask's overlap would rechunk, but here, so the origins below are the blocks'
+        from dask.array.overlap import ensure_minimum_chunksize
+
+        array = array.rechunk({axis: ensure_minimum_chunksize(halo, array.chunks[axis])})
+    grown = da.overlap.overlap(array, depth={axis: halo}, boundary="nearest") if halo else array
+    starts = [np.cumsum((0, *chunks[:-1])) for chunks in array.chunks]
+    parts = []
+    for number, block in np.ndenumerate(grown.to_delayed()):
+        origin = tuple(int(starts[i][number[i]]) for i in range(array.ndim))
+        task = delayed(_peaks_block, pure=True)(block, window, threshold, gpu, backend, halo, origin)
+        parts.append(da.from_delayed(task, shape=(np.nan, array.ndim), dtype=_I64,
+                                     meta=np.empty((0, array.ndim), dtype=_I64)))
+    return da.concatenate(parts, axis=0) if parts else da.empty((0, array.ndim), dtype=_I64)
 
 
 def forget() -> None:

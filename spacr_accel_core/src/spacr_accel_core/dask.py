@@ -24,12 +24,15 @@ from . import _dask
 from ._dask import BlocksServed, Tally, blocks_served, forget, tally
 from .ops import CHUNK
 
+# The operations on Dask, as in memory: spacr_accel_core.ops (its table lists every primitive).
+
 __all__ = [
     "CHUNK",
     "BlocksServed",
     "Tally",
     "blocks_served",
     "forget",
+    "local_maxima",
     "matmul",
     "maximum_filter",
     "nearest_neighbours",
@@ -90,6 +93,9 @@ def nearest_neighbours(
     gpu: bool = True,
     backend: str | None = None,
     chunk: Any = CHUNK,
+    k: Any = 1,
+    max_distance: Any = None,
+    metric: str = "euclidean",
 ) -> tuple[da.Array, da.Array]:
     """For each row of ``source``, the closest row of ``target``: the indices and distances of
     :func:`spacr_accel_core.ops.nearest_neighbours`, exactly (ties to the lowest index).
@@ -103,10 +109,37 @@ def nearest_neighbours(
     :param gpu: ``False`` keeps every worker on the CPU.
     :param backend: force one backend by name on every worker.
     :param chunk: at most this many source rows per pass inside a block, as in ``ops``.
+    :param k: neighbours per source row, as in ``ops`` (``(N, k)`` results for ``k > 1``).
+    :param max_distance: farther neighbours are ``-1``/``inf``, as in ``ops``.
+    :param metric: ``"euclidean"``, or ``"hamming"`` for uint8 packed bits, as in ``ops``.
     :returns: ``(indices, distances)``: lazy int64 and float32 dask arrays chunked like ``source``'s
         rows; compute them together (``dask.compute(i, d)``) to search once.
     :raises ValueError: not 2-D, not the same width, no coordinates, or ``chunk < 1``, at once;
         NaN or infinite coordinates from the compute, with ``ops``' words.
     :raises TypeError: non-numeric points or a non-integer chunk.
     """
-    return _dask.nearest_neighbours(source, target, gpu=gpu, backend=backend, chunk=chunk)
+    return _dask.nearest_neighbours(source, target, gpu=gpu, backend=backend, chunk=chunk, k=k,
+                                    max_distance=max_distance, metric=metric)
+
+
+def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = True,
+                 backend: str | None = None) -> da.Array:
+    """The peaks of a mosaic or a plate, as coordinates in the WHOLE array: exactly the rows of
+    :func:`spacr_accel_core.ops.local_maxima` on it, for every chunking.
+
+    Each block is searched with the halo its windows need along the rows and the border repeated
+    at the array's edge; only the peaks of a block's own rows are kept, so a peak on a block edge
+    is found exactly once. Blocks hold whole rows (the last axis is brought into one chunk), so
+    the blocks' peaks, in block order, are already in row-major order.
+
+    :param field: a 2-D dask array (a mosaic) or a stack ``(..., H, W)`` (a plate).
+    :param size: the window edge, as in ``ops``.
+    :param threshold: only pixels above it, as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy int64 dask array ``(P, field.ndim)`` of unknown length (``compute()`` it).
+    :raises ValueError: ``field`` has fewer than 2 dimensions or unknown chunk sizes, ``size`` is
+        negative, or the threshold is NaN.
+    :raises TypeError: ``field`` is not numeric, or ``size`` or ``threshold`` is not a number.
+    """
+    return _dask.local_maxima(field, size, threshold=threshold, gpu=gpu, backend=backend)

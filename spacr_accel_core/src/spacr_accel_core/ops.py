@@ -39,6 +39,7 @@ from ._checks import (
     metric_name,
     neighbour_count,
     out_array,
+    packed_bits,
     threshold_below,
 )
 from ._declaration import NARROW_FIELDS
@@ -95,7 +96,8 @@ def _as_filtered(array: np.ndarray) -> np.ndarray:
     if array.dtype in NARROW_FIELDS:
         return array
     with np.errstate(over="ignore"):
-        return array.astype(_F32, copy=False)
+        converted: np.ndarray = array.astype(_F32, copy=False)
+    return converted
 
 
 def _whole_field_maxima(data: np.ndarray) -> np.ndarray:
@@ -103,7 +105,8 @@ def _whole_field_maxima(data: np.ndarray) -> np.ndarray:
     pixel from every pixel (``size >= 2 * max(H, W) - 1`` with the edge repeated). np.max
     propagates NaN (the NaN rule), and rounding to float32 is monotonic."""
     with np.errstate(over="ignore"):
-        return np.max(data, axis=(-2, -1), keepdims=True).astype(_F32)
+        maxima: np.ndarray = np.max(data, axis=(-2, -1), keepdims=True).astype(_F32)
+    return maxima
 
 
 def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | None = None,
@@ -142,13 +145,13 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | Non
         # every pixel (a thin (1, 70000) field with size 200001 would otherwise ask a backend for
         # a 110 GiB padded buffer).
         REGISTRY.record_core("maximum_filter")
-        result = np.empty(array.shape, _F32) if target is None else target
+        answer = np.empty(array.shape, _F32) if target is None else target
         if window <= 1 or array.size == 0:
-            result[...] = _as_filtered(array)
+            answer[...] = _as_filtered(array)
         else:
-            result[...] = _whole_field_maxima(array)
-        np.add(result, _ZERO, out=result)  # the +0.0 rule holds for a copy too
-        return result
+            answer[...] = _whole_field_maxima(array)
+        np.add(answer, _ZERO, out=answer)  # the +0.0 rule holds for a copy too
+        return answer
     result: np.ndarray = REGISTRY.dispatch(
         "maximum_filter", (_read_only(_as_filtered(array)), window, target), gpu=use_gpu,
         backend=backend, expected=(array.shape, target))
@@ -209,10 +212,8 @@ def _point_sets(source: Any, target: Any, metric: str) -> tuple[np.ndarray, np.n
     src = _points(source, "source")
     tgt = _points(target, "target")
     if metric == "hamming":
-        for name, points in (("source", src), ("target", tgt)):
-            if points.dtype != np.uint8:
-                raise TypeError(f"metric='hamming' takes uint8 rows of packed bits (ORB's 32 bytes); "
-                                f"{name} is {points.dtype}")
+        packed_bits(src.dtype, "source")
+        packed_bits(tgt.dtype, "target")
         return np.ascontiguousarray(src), np.ascontiguousarray(tgt)
     with np.errstate(over="ignore"):  # an out-of-range coordinate becomes inf, refused just below
         src = np.ascontiguousarray(src, dtype=_F32)

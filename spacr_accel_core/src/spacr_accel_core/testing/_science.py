@@ -10,7 +10,7 @@ such a call, and the check then verifies that automatic dispatch answered it ins
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -62,7 +62,7 @@ def peak_fields(draw: st.DrawFn) -> np.ndarray:
 class ScienceConformance:
     """Mixed into :class:`~spacr_accel_core.testing.BackendConformance`; uses its ``_forced``."""
 
-    backend: str
+    backend: ClassVar[str]
     _forced: Callable[..., Any]
 
     @_SETTINGS

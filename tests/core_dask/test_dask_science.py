@@ -1,0 +1,70 @@
+"""The Dask layer's peaks and k-nearest keywords: exactly the in-memory answer for every chunking."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+da = pytest.importorskip("dask.array")
+
+from spacr_accel_core import dask as sad  # noqa: E402  (after the importorskip above)
+from spacr_accel_core import ops  # noqa: E402
+
+
+@st.composite
+def chunked_plates(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A plate (or one mosaic) of small-integer values (plateaus: ties on block edges), and a chunking."""
+    shape = draw(st.sampled_from([(9, 11), (2, 13, 7), (3, 6, 5), (2, 2, 8, 6)]))
+    values = st.one_of(st.integers(0, 3).map(float), st.just(np.nan))
+    field = draw(hnp.arrays(np.float32, shape, elements=values))
+    chunks = tuple(draw(st.integers(1, n)) for n in shape)
+    return field, chunks
+
+
+@settings(max_examples=40, deadline=None)
+@given(plate=chunked_plates(), size=st.integers(0, 9), threshold=st.sampled_from([None, 0.5, 2.0]))
+def test_local_maxima_on_blocks_are_the_whole_arrays_once_each(plate, size, threshold):
+    field, chunks = plate
+    with dask.config.set(scheduler="synchronous"):
+        got = sad.local_maxima(da.from_array(field, chunks=chunks), size, threshold=threshold).compute()
+    np.testing.assert_array_equal(got, ops.local_maxima(field, size, threshold=threshold))
+
+
+def test_local_maxima_refuses_bad_input_before_any_graph():
+    with pytest.raises(ValueError, match="2-D"):
+        sad.local_maxima(da.zeros(5), 3)
+    with pytest.raises(ValueError, match="threshold is NaN"):
+        sad.local_maxima(da.zeros((4, 4)), 3, threshold=float("nan"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 60), chunk=st.integers(1, 25), k=st.integers(1, 4),
+       bound=st.sampled_from([None, 0.0, 1.0, 2.0]), seed=st.integers(0, 2**16))
+def test_k_nearest_within_a_distance_on_blocks(rows, chunk, k, bound, seed):
+    rng = np.random.default_rng(seed)
+    source = rng.integers(-3, 4, (rows, 2)).astype(np.float32)  # lattice: ties everywhere
+    target = rng.integers(-3, 4, (17, 2)).astype(np.float32)
+    with dask.config.set(scheduler="synchronous"):
+        index, distance = dask.compute(*sad.nearest_neighbours(da.from_array(source, chunks=chunk), target,
+                                                               k=k, max_distance=bound))
+    expected_index, expected_distance = ops.nearest_neighbours(source, target, k=k, max_distance=bound)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(distance, expected_distance)
+
+
+def test_hamming_on_blocks():
+    rng = np.random.default_rng(3)
+    source = rng.integers(0, 256, (90, 32), dtype=np.uint8)
+    target = np.repeat(rng.integers(0, 256, (10, 32), dtype=np.uint8), 3, axis=0)  # equal descriptors
+    with dask.config.set(scheduler="synchronous"):
+        index, distance = dask.compute(*sad.nearest_neighbours(da.from_array(source, chunks=20), target,
+                                                               k=2, metric="hamming"))
+    expected_index, expected_distance = ops.nearest_neighbours(source, target, k=2, metric="hamming")
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(distance, expected_distance)
+    with pytest.raises(TypeError, match="uint8"):
+        sad.nearest_neighbours(da.from_array(source.astype(np.float32), chunks=20), target, metric="hamming")
