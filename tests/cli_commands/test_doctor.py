@@ -21,7 +21,7 @@ import spacr_accel_core
 from spacr_accel_core import BackendInfo, _cli, _doctor, accelerator, hookimpl, ops
 
 TOP_KEYS = {"schema_version", "about", "overrides", "plugins", "faulty", "blocked", "backends",
-            "device", "neural_engines", "capabilities"}
+            "device", "neural_engines", "capabilities", "summary", "versions", "host_devices", "memory"}
 PLUGIN_KEYS = {"name", "priority", "accelerated", "distribution", "version", "status", "reason",
                "operations", "faults"}
 DEVICE_KEYS = {"error", "summary", "forced", "is_gpu", "is_cuda", *_doctor.ACCELERATOR_FIELDS}
@@ -29,6 +29,8 @@ DEVICE_KEYS = {"error", "summary", "forced", "is_gpu", "is_cuda", *_doctor.ACCEL
 
 class BrokenInfo:
     """A plugin whose self-description raises something other than RuntimeError: faulty."""
+
+    SPACR_ACCEL_PLUGIN = spacr_accel_core.Declaration(name="brokeninfo")
 
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
@@ -38,9 +40,11 @@ class BrokenInfo:
 class WrongShape:
     """Describes itself fine, ranks above NumPy, and returns a product of the wrong shape."""
 
+    SPACR_ACCEL_PLUGIN = spacr_accel_core.Declaration(name="wrongshape", priority=10_000.0)
+
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name="wrongshape", priority=10_000.0, accelerated=False)
+        return BackendInfo()
 
     @hookimpl
     def spacr_accel_matmul(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -90,7 +94,7 @@ def test_text_has_every_section_and_numpy_is_ok(capsys: pytest.CaptureFixture[st
     for heading in ("Device", "Neural engines found, not used", "Capabilities", "Plugins (best first)",
                     "Faulty plugins", "Blocked plugins", "Dispatch order", "Overrides in force"):
         assert f"\n{heading}" in text, heading
-    numpy_line = next(line for line in text.splitlines() if line.strip().startswith("numpy "))
+    numpy_line = next(line for line in plugin_table(text) if line.strip().startswith("numpy "))
     assert " ok " in numpy_line and "spacr-accel-numpy" in numpy_line
     for name in _doctor.OVERRIDES:
         assert name in text
@@ -304,3 +308,115 @@ def test_the_bounded_sections_see_the_callers_use_context(capsys: pytest.Capture
     assert report["backends"]["gpu"] == ["numpy"]
     unmixing = {r["task"]: r for r in report["capabilities"]["rows"]}["Spectral unmixing (matmul)"]
     assert unmixing["detail"].startswith("numpy backend")
+
+
+# ---- what a lab user pastes into a bug report ---------------------------------------------------
+
+
+def text_doctor(capsys: pytest.CaptureFixture[str]) -> str:
+    assert _cli.main(["doctor"]) == 0
+    out: str = capsys.readouterr().out
+    return out
+
+
+def plugin_table(text: str) -> list[str]:
+    return text.split("\nPlugins (best first)\n", 1)[1].split("\n\n", 1)[0].splitlines()
+
+
+def test_the_summary_comes_first_then_versions_hosts_and_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    text = text_doctor(capsys)
+    headings = [line for line in text.splitlines() if line and not line.startswith(" ")]
+    assert headings[1:6] == ["Summary", "Versions", "Host devices (listed by the operating system)",
+                             "Device", "Memory"]
+    summary = text.split("\nSummary\n", 1)[1].split("\n\n", 1)[0]
+    assert summary.splitlines()[0].startswith("  This machine: ")
+    assert "  Segmentation (Cellpose)" in summary and "To fix: " in summary
+
+
+def test_no_line_is_wider_than_100_columns_but_the_plugin_table(
+        capsys: pytest.CaptureFixture[str], plug: Callable[[object, str], None]) -> None:
+    plug(BrokenInfo(), "brokeninfo")  # a long reason in the faulty section too
+    text = text_doctor(capsys)
+    table_lines = set(plugin_table(text))
+    wide = [line for line in text.splitlines() if len(line) > _doctor.WIDTH and line not in table_lines]
+    assert wide == []
+
+
+def test_one_short_line_per_capability(capsys: pytest.CaptureFixture[str]) -> None:
+    text = text_doctor(capsys)
+    caps = text.split("\nCapabilities\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert caps and all("passed over" not in line for line in caps)
+    assert [line.split("  ")[1] for line in caps[:5]] == [
+        "Segmentation (Cellpose)", "Model training", "Model inference / classification",
+        "Live backdrop and spaceout", "UMAP / t-SNE / clustering"]
+
+
+def test_versions_are_read_from_metadata_without_importing(capsys: pytest.CaptureFixture[str]) -> None:
+    code = ("import json, sys\nfrom spacr_accel_core import _doctor\nreport = _doctor.collect()\n"
+            "print(json.dumps([report['versions'], sorted(m for m in ('torch', 'cupy', 'numba') "
+            "if m in sys.modules)]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPACR_")}
+    env["SPACR_ACCEL_DISABLE"] = "torch,cupy,numba,openvino,opencv"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          check=True, env=env)
+    versions, imported = json.loads(done.stdout.splitlines()[-1])
+    assert imported == []
+    assert versions["python"] == sys.version.split()[0]
+    assert versions["numpy"] == importlib.metadata.version("numpy")
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = None
+    assert versions["torch"] == torch_version
+    if torch_version and torch_version.endswith("+cpu"):
+        assert versions["torch_build"] == "CPU-only"
+
+
+@pytest.mark.parametrize(("version", "build"), [
+    ("2.5.1+cu121", "CUDA 12.1"), ("2.7.0+cu128", "CUDA 12.8"), ("2.5.1+rocm6.2", "ROCm 6.2"),
+    ("2.13.0+cpu", "CPU-only"), (None, None),
+])
+def test_the_torch_build_from_the_wheel_label(version: str | None, build: str | None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert _doctor._torch_build(version) == build
+
+
+class Card:
+    """A host-devices plugin: the card the operating system would list."""
+
+    SPACR_ACCEL_PLUGIN = spacr_accel_core.Declaration(name="card")
+
+    def __init__(self, device: spacr_accel_core.HostDevice) -> None:
+        self.device = device
+
+    @hookimpl
+    def spacr_accel_host_devices(self) -> list[spacr_accel_core.HostDevice]:
+        return [self.device]
+
+
+RTX_4090 = spacr_accel_core.HostDevice(vendor="NVIDIA", name="NVIDIA GeForce RTX 4090", pci_id="10de:2684",
+                                       address="0000:01:00.0", driver="nvidia", driver_version="570.86.15",
+                                       source="sysfs")
+
+
+def test_a_cpu_wheel_beside_a_card_is_found_and_the_fix_named(
+        capsys: pytest.CaptureFixture[str], plug: Callable[[object, str], None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda is not None or torch.version.hip is not None:
+        pytest.skip("this torch is not a CPU-only build")
+    from spacr_accel_torch import _plugin
+
+    monkeypatch.setattr(_plugin, "_no_device_node", lambda: None)  # as with the NVIDIA driver loaded
+    plug(Card(RTX_4090), "card")
+    report = doctor_json(capsys)
+    assert report["device"]["kind"] == "cuda" and report["device"]["usable"] is False
+    assert report["host_devices"]["rows"][0]["name"] == "NVIDIA GeForce RTX 4090"
+    assert report["versions"]["driver"] == "nvidia 570.86.15"
+    assert f"this PyTorch ({torch.__version__}) is a CPU-only build" in report["summary"]["fix"]
+    text = text_doctor(capsys)
+    summary = text.split("\nSummary\n", 1)[1].split("\n\n", 1)[0]
+    assert "This machine: NVIDIA GeForce RTX 4090 (GPU)" in summary
+    assert "NVIDIA GeForce RTX 4090 is found, not used" in summary
+    assert "download.pytorch.org/whl/cu128" in summary
