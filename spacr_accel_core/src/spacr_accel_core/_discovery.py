@@ -15,11 +15,10 @@ wins, the rule Python itself applies to two modules of one name, and the other i
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pluggy
 
@@ -29,6 +28,9 @@ from ._markers import API_VERSION, ENTRY_POINT_GROUP
 from ._operations import OPERATIONS
 from ._records import BackendInfo, Status
 from .config import ENV_DISABLE, ENV_PROBE_TIMEOUT
+
+if TYPE_CHECKING:  # importlib.metadata costs ~10 ms: imported by discovery, not by `import ops`
+    import importlib.metadata
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,8 @@ def read_entry_points() -> tuple[list[importlib.metadata.EntryPoint], list[Plugi
     malformed line anywhere (a broken third-party wheel) makes it raise; that must cost that
     distribution, not every call. So on failure the distributions are read one at a time.
     """
+    import importlib.metadata
+
     try:
         return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)), []
     except Exception:  # a malformed entry_points.txt somewhere: find it below

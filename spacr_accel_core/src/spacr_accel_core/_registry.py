@@ -21,8 +21,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,19 +31,14 @@ from . import _hookspecs, config
 from ._bounded import Outcome, probe_timeout, start
 from ._declaration import Setting
 from ._discovery import IN_PROCESS, Plugin, by_name, entry_point_plugins, judge, load
-from ._errors import (
-    BackendDeclined,
-    BackendOutOfMemory,
-    BackendUnavailable,
-    NoBackendError,
-    PluginFault,
-)
+from ._errors import BackendDeclined, BackendOutOfMemory, BackendUnavailable, NoBackendError, PluginFault
 from ._errors import describe as _describe
 from ._markers import PROJECT_NAME
 from ._operations import OPERATIONS
 from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key
 from ._records import Dispatch, PluginStatus
-from .config import ENV_BACKENDS, ENV_DISABLE, Config
+from .config import ENV_DISABLE, Config, cpu_requested, use
+from .config import known as _known
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +47,7 @@ _debug_enabled = logger.isEnabledFor  # bound once: checked on every dispatch
 _EXPECTED_DECLINES = (BackendUnavailable, BackendDeclined, BackendOutOfMemory)
 
 _override = config._context  # the configuration in force for this context (None: the environment's)
-
-_cpu_forced: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_cpu_forced", default=False)
-
+_cpu_forced = config._cpu_forced
 
 _asking: contextvars.ContextVar[str | None] = contextvars.ContextVar("spacr_accel_asking", default=None)
 """Set while a plugin's spacr_accel_backend_info runs, so a call back into the registry is refused."""
@@ -478,29 +470,10 @@ class Registry:
                     continue
             try:
                 result = impl.function(*args)
-            except _EXPECTED_DECLINES as exc:
-                logger.debug("%s: backend %r declined: %s", operation, impl.plugin, _describe(exc))
-                declined.append((impl.plugin, _describe(exc)))
-                continue
-            except RuntimeError as exc:
-                logger.info("%s: backend %r raised %s; trying the next", operation, impl.plugin,
-                            _describe(exc))
-                declined.append((impl.plugin, _describe(exc)))
-                continue
-            except MemoryError as exc:
-                # Host or device memory ran out. Not a broken plugin (the same call may fit
-                # later), so it is not quarantined, but the backend should have translated it.
-                self._warn_once(impl.plugin, operation,
-                                "%s: backend %r ran out of memory (untranslated MemoryError): %s",
-                                operation, impl.plugin, _describe(exc))
-                declined.append((impl.plugin, f"out of memory: {_describe(exc)}"))
-                continue
             except KeyboardInterrupt:
                 raise
-            except BaseException as exc:  # one rule: anything else, SystemExit included, is a fault
-                what = f"raised {_describe(exc)}"
-                self._fault(snapshot, impl.plugin, operation, what)
-                declined.append((impl.plugin, f"faulty: {what}"))
+            except BaseException as exc:  # judged off the per-tile path: only a failed call pays
+                declined.append((impl.plugin, self._why_not(snapshot, impl.plugin, operation, exc)))
                 continue
             problem = check(result, expected)
             if problem is not None:
@@ -514,6 +487,27 @@ class Registry:
             return result
         raise NoBackendError(operation, [*declined, *skipped, *out_of_line],
                              hint=fix_hint(snapshot.plugins, snapshot.floor, only))
+
+    def _why_not(self, snapshot: _Snapshot, plugin: str, operation: str, exc: BaseException) -> str:
+        """The reason a backend's raise gives for falling through, logged by what it means.
+
+        A ``RuntimeError`` is "not me, not now" (DEBUG for the expected kinds, INFO otherwise); a
+        ``MemoryError`` is memory that may fit later (warned once: the backend should translate
+        it); anything else, ``SystemExit`` included, is a fault that quarantines the backend.
+        """
+        what = _describe(exc)
+        if isinstance(exc, _EXPECTED_DECLINES):
+            logger.debug("%s: backend %r declined: %s", operation, plugin, what)
+            return what
+        if isinstance(exc, RuntimeError):
+            logger.info("%s: backend %r raised %s; trying the next", operation, plugin, what)
+            return what
+        if isinstance(exc, MemoryError):
+            self._warn_once(plugin, operation, "%s: backend %r ran out of memory (untranslated MemoryError): %s",
+                            operation, plugin, what)
+            return f"out of memory: {what}"
+        self._fault(snapshot, plugin, operation, f"raised {what}")
+        return f"faulty: raised {what}"
 
     def _forced(self, snapshot: _Snapshot, operation: str, args: tuple[Any, ...], gpu: bool,
                 backend: str, check: Callable[[Any, Any], str | None], expected: Any) -> Any:
@@ -602,47 +596,4 @@ if hasattr(os, "register_at_fork"):  # POSIX only
 REGISTRY = Registry()
 """The process-wide registry every module-level function uses."""
 
-
-@contextmanager
-def use(*names: str, only: bool = False) -> Iterator[None]:
-    """Restrict and order the backends for this context: ``with use("cupy", "numpy"): ...``.
-
-    Context-local (built on :func:`spacr_accel_core.config.override`), so threads and asyncio tasks
-    do not see each other's choice. Like ``SPACR_ACCEL_BACKENDS`` it names backends best first; the
-    floor stays at the end so a call still runs when every named backend declines, unless
-    ``only=True``: then a decline is an error naming the backend and its reason (how a CI job proves
-    the card ran). Use ``backend=`` on a call to run exactly one backend.
-
-    :param names: backend names, best first. A name no installed plugin has makes the calls
-        inside the context raise ``ValueError`` listing those that are installed.
-    :param only: no fall-through beyond ``names``.
-    :raises TypeError: no names, or a name that is not a non-empty string.
-    """
-    if not names or not all(isinstance(n, str) and n for n in names):
-        raise TypeError("use() takes one or more backend names, e.g. use('numpy')")
-    with config.override(backends=list(names), only=only):
-        yield
-
-
-def cpu_requested() -> bool:
-    """Whether the call being served forced this backend with ``gpu=False``: run on the CPU, or
-    decline. (An accelerated backend is otherwise never called under ``gpu=False``.)"""
-    return _cpu_forced.get()
-
-
-def _known(environment: Config, plugins: dict[str, Plugin]) -> Config:
-    """The environment's orders with names no plugin has dropped (and warned about, once per discovery)."""
-    from dataclasses import replace
-
-    def keep(names: tuple[str, ...] | None, variable: str) -> tuple[str, ...] | None:
-        if names is None:
-            return None
-        unknown = [n for n in names if n not in plugins]
-        if unknown:
-            logger.warning("%s names backends that are not installed: %s; installed: %s", variable,
-                           ", ".join(unknown), ", ".join(sorted(plugins)) or "none")
-        return tuple(n for n in names if n in plugins) or None
-
-    operations = tuple((op, kept) for op, order in environment.operations
-                       if (kept := keep(order, f"SPACR_ACCEL_BACKENDS_{op.upper()}")) is not None)
-    return replace(environment, backends=keep(environment.backends, ENV_BACKENDS), operations=operations)
+__all__ = ["REGISTRY", "Registry", "cpu_requested", "use"]

@@ -16,15 +16,18 @@ it again).
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Final
 
 from ._declaration import Setting
 
-__all__ = ["Config", "current", "environment", "override", "variables"]
+__all__ = ["Config", "cpu_requested", "current", "environment", "override", "use", "variables"]
+
+logger = logging.getLogger(__name__)
 
 ENV_BACKENDS: Final = "SPACR_ACCEL_BACKENDS"
 ENV_DISABLE: Final = "SPACR_ACCEL_DISABLE"
@@ -96,6 +99,9 @@ def environment(environ: Mapping[str, str] | None = None) -> Config:
 
 _context: contextvars.ContextVar[Config | None] = contextvars.ContextVar("spacr_accel_config", default=None)
 
+_cpu_forced: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_cpu_forced", default=False)
+"""Set while a call that forced one backend with ``gpu=False`` runs (see :func:`cpu_requested`)."""
+
 
 def current() -> Config:
     """The configuration in force here: this context's override, else the environment's."""
@@ -164,5 +170,46 @@ def variables() -> tuple[tuple[str, Setting], ...]:
     return (*(("core", s) for s in _CORE_VARIABLES), *REGISTRY.declared_settings())
 
 
-def _field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(Config))
+@contextmanager
+def use(*names: str, only: bool = False) -> Iterator[None]:
+    """Restrict and order the backends for this context: ``with use("cupy", "numpy"): ...``.
+
+    Context-local (built on :func:`spacr_accel_core.config.override`), so threads and asyncio tasks
+    do not see each other's choice. Like ``SPACR_ACCEL_BACKENDS`` it names backends best first; the
+    floor stays at the end so a call still runs when every named backend declines, unless
+    ``only=True``: then a decline is an error naming the backend and its reason (how a CI job proves
+    the card ran). Use ``backend=`` on a call to run exactly one backend.
+
+    :param names: backend names, best first. A name no installed plugin has makes the calls
+        inside the context raise ``ValueError`` listing those that are installed.
+    :param only: no fall-through beyond ``names``.
+    :raises TypeError: no names, or a name that is not a non-empty string.
+    """
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise TypeError("use() takes one or more backend names, e.g. use('numpy')")
+    with override(backends=list(names), only=only):
+        yield
+
+
+def cpu_requested() -> bool:
+    """Whether the call being served forced this backend with ``gpu=False``: run on the CPU, or
+    decline. (An accelerated backend is otherwise never called under ``gpu=False``.)"""
+    return _cpu_forced.get()
+
+
+
+
+def known(environment: Config, plugins: Mapping[str, object]) -> Config:
+    """The environment's orders with names no plugin has dropped (and warned about, once per discovery)."""
+    def keep(names: tuple[str, ...] | None, variable: str) -> tuple[str, ...] | None:
+        if names is None:
+            return None
+        unknown = [n for n in names if n not in plugins]
+        if unknown:
+            logger.warning("%s names backends that are not installed: %s; installed: %s", variable,
+                           ", ".join(unknown), ", ".join(sorted(plugins)) or "none")
+        return tuple(n for n in names if n in plugins) or None
+
+    operations = tuple((op, kept) for op, order in environment.operations
+                       if (kept := keep(order, f"SPACR_ACCEL_BACKENDS_{op.upper()}")) is not None)
+    return replace(environment, backends=keep(environment.backends, ENV_BACKENDS), operations=operations)
