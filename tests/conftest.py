@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core import BackendInfo, Declaration, hookimpl
 
 
 @pytest.fixture
@@ -43,6 +43,8 @@ class SlowToDescribe:
     bound), but a plugin that hangs while being loaded still does, which is what these tests need.
     """
 
+    SPACR_ACCEL_PLUGIN = Declaration(name="slow", priority=1.0)
+
     def __init__(self, release: threading.Event) -> None:
         self.release = release
 
@@ -52,7 +54,7 @@ class SlowToDescribe:
 
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name="slow", priority=1.0, accelerated=False)
+        return BackendInfo()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import types
 from collections import Counter
@@ -12,9 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spacr_accel_core import BackendInfo, Registry, hookimpl, ops
+from spacr_accel_core import API_VERSION, BackendInfo, Declaration, Registry, hookimpl, ops
+from spacr_accel_core.config import ENV_DISABLE, ENV_ONLY
 
 LOGGER = "spacr_accel_core"
+"""The core's logger; its modules log under it (the accelerator's probes under ``.accelerator``)."""
+
+
+def _registry_record(record: logging.LogRecord) -> bool:
+    """Logged by the registry's modules (discovery, configuration, dispatch), not by the probes."""
+    return record.name.startswith(f"{LOGGER}.") and not record.name.startswith(f"{LOGGER}.accelerator")
 
 
 def reference_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -23,33 +31,57 @@ def reference_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return np.asarray(product, dtype=np.float32)
 
 
+_DECLARE: Any = object()
+"""``make_plugin(declaration=...)``'s default: build a valid declaration from the other arguments."""
+
+
 def make_plugin(
     name: str,
     *,
-    priority: float = 1000.0,
-    accelerated: bool = False,
+    priority: Any = 1000.0,
+    accelerated: Any = False,
+    try_last: Any = False,
+    field_dtypes: Any = (),
+    positive_zeros: Any = False,
+    stacks: Any = False,
+    api_version: Any = API_VERSION,
+    declaration: Any = _DECLARE,
     usable: bool = True,
     note: str = "",
     info: Callable[[], Any] | None = None,
-    api_version: Any = None,
+    describes: bool = True,
     matmul: Callable[..., Any] | None = None,
     maximum_filter: Callable[..., Any] | None = None,
     nearest_neighbours: Callable[..., Any] | None = None,
+    local_maxima: Callable[..., Any] | None = None,
+    warm_up: Callable[[float], Any] | None = None,
 ) -> types.ModuleType:
-    """A module holding hookimpls; ``module.calls`` counts every hook call by operation."""
+    """A module holding a declaration and hookimpls; ``module.calls`` counts every hook call by name.
+
+    :param declaration: the ``SPACR_ACCEL_PLUGIN`` value; by default a :class:`Declaration` of the
+        fields given here (left unvalidated, so a test can hand it a malformed field); ``None``
+        leaves the attribute out (a plugin of the earlier API).
+    :param info: what ``spacr_accel_backend_info`` does instead of answering ``usable``/``note``.
+    :param describes: ``False`` leaves ``spacr_accel_backend_info`` out (a plugin that always runs).
+    """
     module = types.ModuleType(f"spacr_accel_test_plugin_{name}")
     calls: Counter[str] = Counter()
     module.calls = calls  # type: ignore[attr-defined]
-    if api_version is not None:
-        module.SPACR_ACCEL_API_VERSION = api_version  # type: ignore[attr-defined]
+    if declaration is _DECLARE:
+        declaration = Declaration(name=name, priority=priority, accelerated=accelerated, try_last=try_last,
+                                  field_dtypes=field_dtypes, positive_zeros=positive_zeros, stacks=stacks,
+                                  api_version=api_version)
+    if declaration is not None:
+        module.SPACR_ACCEL_PLUGIN = declaration  # type: ignore[attr-defined]
 
-    def spacr_accel_backend_info() -> Any:
-        calls["backend_info"] += 1
-        if info is not None:
-            return info()
-        return BackendInfo(name=name, priority=priority, accelerated=accelerated, usable=usable, note=note)
+    if describes:
+        def spacr_accel_backend_info() -> Any:
+            calls["backend_info"] += 1
+            if info is not None:
+                return info()
+            return BackendInfo(usable=usable, note=note)
 
-    module.spacr_accel_backend_info = hookimpl(spacr_accel_backend_info)  # type: ignore[attr-defined]
+        module.spacr_accel_backend_info = hookimpl(spacr_accel_backend_info)  # type: ignore[attr-defined]
 
     if matmul is not None:
         def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> Any:
@@ -69,6 +101,18 @@ def make_plugin(
             return nearest_neighbours(source, target, chunk)
 
         module.spacr_accel_nearest_neighbours = hookimpl(spacr_accel_nearest_neighbours)  # type: ignore[attr-defined]
+    if local_maxima is not None:
+        def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: Any) -> Any:
+            calls["local_maxima"] += 1
+            return local_maxima(field, size, threshold)
+
+        module.spacr_accel_local_maxima = hookimpl(spacr_accel_local_maxima)  # type: ignore[attr-defined]
+    if warm_up is not None:
+        def spacr_accel_warm_up(timeout: float) -> Any:
+            calls["warm_up"] += 1
+            return warm_up(timeout)
+
+        module.spacr_accel_warm_up = hookimpl(spacr_accel_warm_up)  # type: ignore[attr-defined]
     return module
 
 
@@ -102,8 +146,8 @@ def private(monkeypatch: pytest.MonkeyPatch) -> Registry:
     The environment's ``SPACR_ACCEL_*`` variables are cleared for the test (set them and call
     ``private.refresh()`` to exercise them).
     """
-    monkeypatch.delenv("SPACR_ACCEL_BACKENDS", raising=False)
-    monkeypatch.delenv("SPACR_ACCEL_DISABLE", raising=False)
+    for variable in [v for v in os.environ if v.startswith("SPACR_ACCEL_BACKENDS") or v in (ENV_DISABLE, ENV_ONLY)]:
+        monkeypatch.delenv(variable)
     registry = Registry(discover=False)
     monkeypatch.setattr(ops, "REGISTRY", registry)
     return registry
@@ -126,4 +170,4 @@ def core_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 def records(caplog: pytest.LogCaptureFixture, level: int, needle: str) -> list[logging.LogRecord]:
     """The core's log records at exactly ``level`` whose message contains ``needle``."""
     return [r for r in caplog.records
-            if r.name == LOGGER and r.levelno == level and needle in r.getMessage()]
+            if _registry_record(r) and r.levelno == level and needle in r.getMessage()]

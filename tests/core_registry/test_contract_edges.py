@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.ndimage
 
-from spacr_accel_core import BackendDeclined, BackendInfo, NoBackendError, hookimpl, ops
+from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, NoBackendError, hookimpl, ops
 from spacr_accel_core.testing import reference_nearest
 
 FIRST = np.arange(6, dtype=np.float32).reshape(3, 2)
@@ -23,7 +23,7 @@ SECOND = np.arange(4, dtype=np.float32).reshape(2, 2)
 def declared(name: str, priority: float, *, accelerated: bool = False, **hooks: Any) -> types.ModuleType:
     """A plugin of today's contract: a static declaration, hooks as given, every call counted."""
     module = types.ModuleType(f"spacr_accel_test_{name}")
-    module.SPACR_ACCEL_BACKEND = BackendInfo(name=name, priority=priority, accelerated=accelerated)  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=priority, accelerated=accelerated)  # type: ignore[attr-defined]
     module.calls = Counter()  # type: ignore[attr-defined]
     for hook, function in hooks.items():
         setattr(module, f"spacr_accel_{hook}", hookimpl(function))
@@ -34,10 +34,11 @@ def declared(name: str, priority: float, *, accelerated: bool = False, **hooks: 
 
 
 def test_hookimpls_are_called_by_name_reordered_or_a_subset(private, numpy_plugin):
+    """Reordered arguments, and the optional ones (out, k, max_distance, metric) left out."""
     seen: dict[str, tuple[Any, ...]] = {}
 
-    def nearest(target: np.ndarray, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        seen["nearest"] = (source.shape, target.shape)
+    def nearest(chunk: int, target: np.ndarray, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen["nearest"] = (source.shape, target.shape, chunk)
         return reference_nearest(source, target)
 
     def matmul(second: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -53,7 +54,7 @@ def test_hookimpls_are_called_by_name_reordered_or_a_subset(private, numpy_plugi
     private.register(numpy_plugin, "numpy")
     source, target = np.zeros((4, 2)), np.arange(10.0).reshape(5, 2)
     index, _ = ops.nearest_neighbours(source, target)
-    assert index.tolist() == [0, 0, 0, 0] and seen["nearest"] == ((4, 2), (5, 2))
+    assert index.tolist() == [0, 0, 0, 0] and seen["nearest"] == ((4, 2), (5, 2), ops.CHUNK)
     np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
     assert seen["matmul"] == ((3, 2), (2, 2))
     ops.maximum_filter(np.eye(5), 3)
@@ -62,12 +63,31 @@ def test_hookimpls_are_called_by_name_reordered_or_a_subset(private, numpy_plugi
     assert dispatch is not None and dispatch.backend == "byname"
 
 
+@pytest.mark.parametrize(("operation", "hook", "missing"), [
+    ("nearest_neighbours", lambda target, source: None, "chunk"),
+    ("maximum_filter", lambda field, out: None, "size"),
+    ("matmul", lambda first: None, "second"),
+])
+def test_a_hookimpl_without_a_required_argument_makes_its_plugin_faulty(private, numpy_plugin, operation, hook,
+                                                                        missing):
+    """Only the optional arguments may be left out: one without ``chunk`` cannot bound its memory."""
+    private.register(declared("lacking", 500.0, **{operation: hook}), "lacking")
+    private.register(numpy_plugin, "numpy")
+    row = next(r for r in private.plugins() if r.name == "lacking")
+    assert row.status == "faulty"
+    assert f"spacr_accel_{operation} does not take {missing}" in row.reason
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    assert private.last_dispatch().backend == "numpy"
+
+
 def test_probe_hooks_are_called_by_name_with_a_subset(plug):
     from spacr_accel_core import accelerator
 
     asked: list[object] = []
 
     class Prober:
+        SPACR_ACCEL_PLUGIN = Declaration(name="aaa_subset_prober")
+
         @hookimpl
         def spacr_accel_probe(self, include_cuda: bool) -> None:  # a subset of the spec's arguments
             asked.append(include_cuda)
@@ -124,7 +144,8 @@ def test_a_declared_plugin_without_backend_info_is_usable(private):
 
 @pytest.fixture
 def hung(monkeypatch: pytest.MonkeyPatch):
-    """A plugin whose backend_info never answers (until the test ends), with a short bound."""
+    """A plugin whose backend_info never answers (until the test ends), with a short bound; in two
+    styles: ``declared`` (today's contract) and ``undeclared`` (no declaration: the earlier API)."""
     monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.3")
     release = threading.Event()
     asked = Counter()
@@ -132,13 +153,13 @@ def hung(monkeypatch: pytest.MonkeyPatch):
     def info() -> BackendInfo:
         asked["hung"] += 1
         release.wait()
-        return BackendInfo(name="hung", priority=900.0, accelerated=False)
+        return BackendInfo()
 
     plugin = types.SimpleNamespace(asked=asked)
-    for style in ("declared", "legacy"):
+    for style in ("declared", "undeclared"):
         module = types.ModuleType(f"hung_{style}")
         if style == "declared":
-            module.SPACR_ACCEL_BACKEND = BackendInfo(name="hung", priority=900.0, accelerated=False)  # type: ignore[attr-defined]
+            module.SPACR_ACCEL_PLUGIN = Declaration(name="hung", priority=900.0)  # type: ignore[attr-defined]
         module.spacr_accel_backend_info = hookimpl(info)  # type: ignore[attr-defined]
         module.spacr_accel_matmul = hookimpl(lambda first, second: np.zeros((1, 1), np.float32))  # type: ignore[attr-defined]
         setattr(plugin, style, module)
@@ -146,9 +167,8 @@ def hung(monkeypatch: pytest.MonkeyPatch):
     release.set()
 
 
-@pytest.mark.parametrize("style", ["declared", "legacy"])
-def test_a_hung_backend_info_costs_a_forced_call_nothing_and_others_one_bound(private, numpy_plugin, hung, style):
-    private.register(getattr(hung, style), "hung")
+def test_a_hung_backend_info_costs_a_forced_call_nothing_and_others_one_bound(private, numpy_plugin, hung):
+    private.register(hung.declared, "hung")
     private.register(numpy_plugin, "numpy")
     np.testing.assert_array_equal(ops.matmul(FIRST, SECOND, backend="numpy"), FIRST @ SECOND)
     assert hung.asked["hung"] == 0  # a forced call asks no other plugin anything
@@ -161,6 +181,19 @@ def test_a_hung_backend_info_costs_a_forced_call_nothing_and_others_one_bound(pr
     private.refresh()  # and asked again only after refresh()
     private.plugins()
     assert hung.asked["hung"] == 2
+
+
+def test_an_undeclared_plugin_is_incompatible_and_never_asked(private, numpy_plugin, hung):
+    """Before API 2 a plugin's backend_info said what it was; without a declaration it is now of
+    another API: never asked (not even bounded), never called, and the reason says what it lacks."""
+    private.register(hung.undeclared, "hung")
+    private.register(numpy_plugin, "numpy")
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
+    row = next(r for r in private.plugins() if r.name == "hung")
+    assert row.status == "incompatible" and "SPACR_ACCEL_PLUGIN" in row.reason
+    assert hung.asked["hung"] == 0
+    dispatch = private.last_dispatch()
+    assert dispatch is not None and dispatch.backend == "numpy"
 
 
 def test_a_hung_backend_info_does_not_block_other_threads(private, numpy_plugin, hung):
@@ -182,7 +215,8 @@ def test_a_hung_backend_info_does_not_block_other_threads(private, numpy_plugin,
 @pytest.mark.parametrize("priority", [np.float32(600), np.int64(600), 600])
 def test_numpy_scalar_priorities_are_numbers(private, priority):
     module = types.ModuleType("scalar")
-    module.SPACR_ACCEL_BACKEND = BackendInfo(name="scalar", priority=priority, accelerated=False)  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name="scalar", priority=priority)  # type: ignore[attr-defined]
+
     def matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
         return np.matmul(first, second)
 
@@ -197,7 +231,8 @@ def test_an_overflowing_priority_costs_only_its_plugin(private, numpy_plugin, ki
     private.register(numpy_plugin, "numpy")
     np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
     rows = {r.name: r for r in private.plugins()}
-    assert rows["huge"].status == "faulty" and "too large" in rows["huge"].reason
+    assert rows["huge"].status == "faulty" and "priority" in rows["huge"].reason
+    assert "too large" in rows["huge"].reason
     assert rows["numpy"].status == "ok"
 
 

@@ -244,7 +244,18 @@ def test_backend_info_of_the_wrong_type_is_a_fault(kit, plug):
     plug(kit.make_plugin("odd", info=lambda: {"name": "odd", "priority": 1}, matmul=kit.reference_matmul), "odd")
     row = next(p for p in spacr_accel_core.plugins() if p.name == "odd")
     assert row.status == "faulty"
-    assert "dict, not BackendInfo" in row.reason
+    assert row.reason \
+        == "backend_info returned {'name': 'odd', 'priority': 1}, not BackendInfo(usable=bool, note=str)"
+
+
+@pytest.mark.parametrize("answer", [BackendInfo(usable="yes"), BackendInfo(note=3), None])  # type: ignore[arg-type]
+def test_backend_info_with_fields_of_the_wrong_type_is_a_fault(kit, plug, answer):
+    odd = plug(kit.make_plugin("odd", info=lambda: answer, matmul=kit.reference_matmul), "odd")
+    row = next(p for p in spacr_accel_core.plugins() if p.name == "odd")
+    assert row.status == "faulty" and "not BackendInfo(usable=bool, note=str)" in row.reason
+    with use("odd", "numpy"):
+        assert_right_answer("matmul", ops.matmul(FIRST, SECOND))
+    assert odd.calls["matmul"] == 0
 
 
 def test_backend_info_runtime_error_means_unusable_but_forceable(kit, plug):
@@ -263,13 +274,26 @@ def test_backend_info_runtime_error_means_unusable_but_forceable(kit, plug):
     assert spacr_accel_core.last_dispatch().backend == "late"
 
 
-def test_primitives_without_backend_info_are_faulty(kit, plug):
-    module = kit.make_plugin("headless", matmul=kit.reference_matmul)
-    del module.spacr_accel_backend_info
-    plug(module, "headless")
+def test_primitives_without_a_declaration_are_incompatible(kit, plug):
+    """What a plugin is comes from its declaration alone: without one it was written for another
+    API (where backend_info said it), and is never asked or called."""
+    module = plug(kit.make_plugin("headless", declaration=None, matmul=kit.reference_matmul), "headless")
     row = next(p for p in spacr_accel_core.plugins() if p.name == "headless")
-    assert row.status == "faulty"
-    assert "nor implements spacr_accel_backend_info" in row.reason
+    assert row.status == "incompatible"
+    assert "declares no SPACR_ACCEL_PLUGIN record" in row.reason
+    with use("headless", "numpy"):
+        assert_right_answer("matmul", ops.matmul(FIRST, SECOND))
+    assert module.calls == {}
+
+
+def test_primitives_without_backend_info_always_run(kit, plug):
+    """A declared plugin needs no backend_info: it is usable without being asked."""
+    module = plug(kit.make_plugin("headless", describes=False, matmul=kit.reference_matmul), "headless")
+    row = next(p for p in spacr_accel_core.plugins() if p.name == "headless")
+    assert (row.status, row.reason) == ("ok", "")
+    with use("headless", "numpy"):
+        assert_right_answer("matmul", ops.matmul(FIRST, SECOND))
+    assert module.calls == {"matmul": 1}
 
 
 def test_unusable_plugin_reports_its_note(kit, plug):
@@ -424,9 +448,12 @@ def test_numpy_disabled_in_a_subprocess_names_every_plugin():
         except NoBackendError as exc:
             reasons = dict(exc.reasons)
             assert reasons["numpy"] == "blocked: named in SPACR_ACCEL_DISABLE", reasons
-            for name in rows:
-                assert name in reasons, (name, reasons)
-                assert name + ": " in str(exc)
+            for name, row in rows.items():
+                if row.operations or row.status != "ok":  # every backend, not a prober
+                    assert name in reasons, (name, reasons)
+                    assert name + ": " in str(exc)
+                else:
+                    assert name not in reasons, (name, reasons)
         else:
             raise SystemExit("no NoBackendError")
         # Blocked means never imported.

@@ -8,18 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spacr_accel_core import BackendInfo, hookimpl, ops
+from spacr_accel_core import Declaration, hookimpl, ops
 from spacr_accel_core.testing import assert_same_field, reference_maximum_filter
 
 NARROW = (np.uint8, np.int8, np.uint16, np.int16)
 
 
-def filtering(name: str, field_dtypes: Any = None) -> types.ModuleType:
+def filtering(name: str, field_dtypes: Any = ()) -> types.ModuleType:
     """A plugin of priority 500 whose filter records the dtype and writability of every field it gets."""
     module = types.ModuleType(f"spacr_accel_test_{name}")
-    module.SPACR_ACCEL_BACKEND = BackendInfo(name=name, priority=500.0, accelerated=False)  # type: ignore[attr-defined]
-    if field_dtypes is not None:
-        module.SPACR_ACCEL_FIELD_DTYPES = field_dtypes  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=500.0, field_dtypes=field_dtypes)  # type: ignore[attr-defined]
     seen: list[tuple[np.dtype[Any], bool]] = []
     module.seen = seen  # type: ignore[attr-defined]
 
@@ -65,20 +63,40 @@ def test_declared_dtypes_arrive_unconverted_and_the_others_cast(private, numpy_p
 
 
 def test_the_floor_takes_every_camera_dtype_without_a_wrapper(private, numpy_plugin):
-    """The NumPy backend declares all four, so no cast adapter: its call is the hook itself inside
-    only the core's +0.0 pass (the floor does not declare its zeros positive)."""
+    """The NumPy backend declares all four, so no cast adapter: its call is the hook inside the core's
+    other adapters only (the +0.0 pass outermost: the floor does not declare its zeros positive)."""
     private.register(numpy_plugin, "numpy")
     for dtype in NARROW:
         field = _camera(dtype)
         assert_same_field(ops.maximum_filter(field, 3, backend="numpy"), reference_maximum_filter(field, 3))
-    snapshot = private._state()
-    call = snapshot.calls["maximum_filter"]["numpy"]
-    assert call.__qualname__ == "settling_zeros.<locals>.settle"
-    assert [cell.cell_contents for cell in call.__closure__] == [numpy_plugin.spacr_accel_maximum_filter]
+    chain = _wrapped(private._state().calls["maximum_filter"]["numpy"])
+    assert chain[0].__qualname__ == "_settling_zeros.<locals>.settle"
+    assert chain[-1] is numpy_plugin.spacr_accel_maximum_filter
+    assert not any("cast" in f.__qualname__ for f in chain), [f.__qualname__ for f in chain]
+
+
+def test_a_plugin_without_the_declaration_gets_the_cast_adapter(private):
+    """The control for the test above: the walk does find the cast where it is made."""
+    private.register(filtering("old"), "old")
+    chain = _wrapped(private._state().calls["maximum_filter"]["old"])
+    assert any(f.__qualname__ == "_casting.<locals>.cast" for f in chain), [f.__qualname__ for f in chain]
+
+
+def _wrapped(call: Any) -> list[Any]:
+    """``call`` and every function it wraps, outermost first (the adapters keep theirs in closures)."""
+    chain = [call]
+    while chain[-1].__closure__:
+        inner = [c.cell_contents for c in chain[-1].__closure__
+                 if callable(c.cell_contents) and hasattr(c.cell_contents, "__qualname__")]
+        if not inner:
+            break
+        chain.append(inner[0])
+    return chain
 
 
 @pytest.mark.parametrize("declaration, needle", [
     ("uint16", "not a tuple of dtype names"),
+    (["uint16"], "not a tuple of dtype names"),
     (("uint16", "float64"), "names 'float64'"),
     (("uint16", 16), "names 16"),
     (("no-such-dtype",), "names 'no-such-dtype'"),
@@ -87,13 +105,13 @@ def test_a_malformed_declaration_makes_that_plugin_faulty_only(private, numpy_pl
     private.register(filtering("bad", declaration), "bad")
     private.register(numpy_plugin, "numpy")
     row = next(r for r in private.plugins() if r.name == "bad")
-    assert row.status == "faulty" and "SPACR_ACCEL_FIELD_DTYPES" in row.reason and needle in row.reason
+    assert row.status == "faulty" and "SPACR_ACCEL_PLUGIN.field_dtypes" in row.reason and needle in row.reason
     field = _camera(np.uint16)
     assert_same_field(ops.maximum_filter(field, 3), reference_maximum_filter(field, 3))
 
 
 def test_float32_named_in_the_declaration_changes_nothing(private, numpy_plugin):
-    plugin = filtering("f32", ["float32", "uint8"])
+    plugin = filtering("f32", ("float32", "uint8"))
     private.register(plugin, "f32")
     private.register(numpy_plugin, "numpy")
     for dtype in (np.uint8, np.int8):

@@ -47,7 +47,7 @@ def test_the_floor_is_never_quarantined(private, numpy_plugin, monkeypatch):
 
 
 def test_a_plugin_named_numpy_is_not_the_floor(kit, private, numpy_plugin):
-    """The floor is the shipped NumPy backend, recognised by what it is, not by the name."""
+    """The floor is whatever declares ``try_last``, not whatever is called numpy."""
     impostor = kit.make_plugin("numpy", priority=100.0, maximum_filter=kit.raising(TypeError("impostor")))
     private.register(impostor, "numpy")
     with pytest.raises(RuntimeError, match="no usable backend"):

@@ -1,4 +1,4 @@
-"""``SPACR_ACCEL_POSITIVE_ZEROS``: the core's +0.0 pass is made for every plugin but those that declare
+"""``Declaration.positive_zeros``: the core's +0.0 pass is made for every plugin but those that declare
 their zeros positive, whose results it passes on untouched (and the conformance suite holds them to it)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, hookimpl, last_dispatch, ops
+from spacr_accel_core import BackendInfo, Declaration, hookimpl, last_dispatch, ops
 from spacr_accel_core.testing import BackendConformance
 
 Plug = Callable[[object, str], object]
@@ -18,15 +18,14 @@ Plug = Callable[[object, str], object]
 class NegativeZeros:
     """A filter that answers every field with -0.0 everywhere (as scipy may, for a window of zeros)."""
 
-    def __init__(self, name: str, declared: object = None) -> None:
+    def __init__(self, name: str, declared: object = False) -> None:
         self.name = name
-        if declared is not None:
-            self.SPACR_ACCEL_POSITIVE_ZEROS = declared
+        self.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=500.0, positive_zeros=declared)  # type: ignore[arg-type]
         self.returned: list[np.ndarray] = []
 
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name=self.name, priority=500.0, accelerated=False)
+        return BackendInfo()
 
     @hookimpl
     def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
@@ -59,7 +58,7 @@ def test_a_declared_plugin_is_passed_on_untouched_and_the_suite_holds_it_to_its_
 def test_a_declaration_that_is_not_a_bool_makes_the_plugin_faulty(plug: Plug) -> None:
     plug(NegativeZeros("vague", declared="yes"), "vague")
     row = next(r for r in spacr_accel_core.plugins() if r.name == "vague")
-    assert row.status == "faulty" and "SPACR_ACCEL_POSITIVE_ZEROS must be True or False" in row.reason
+    assert row.status == "faulty" and "SPACR_ACCEL_PLUGIN.positive_zeros is 'yes', not True or False" in row.reason
     got = ops.maximum_filter(_ZEROS, 3)
     assert last_dispatch().backend != "vague"  # type: ignore[union-attr]
     assert not np.signbit(got).any()

@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from spacr_accel_core import BackendInfo, ops
+from spacr_accel_core import BackendInfo, Declaration, cpu_requested, ops
 
 FIRST = np.arange(6, dtype=np.float32).reshape(2, 3)
 SECOND = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
@@ -18,19 +18,20 @@ PRODUCT = (FIRST.astype(np.float64) @ SECOND.astype(np.float64)).astype(np.float
 
 
 @pytest.mark.parametrize(
-    ("info", "reason"),
+    ("fields", "reason"),
     [
-        (lambda: BackendInfo(name="bad", priority="high", accelerated=False), "not a finite number"),  # type: ignore[arg-type]
-        (lambda: BackendInfo(name="bad", priority=float("nan"), accelerated=False), "not a finite number"),
-        (lambda: BackendInfo(name="bad", priority=True, accelerated=False), "not a finite number"),
-        (lambda: BackendInfo(name="bad", priority=5.0, accelerated="yes"), "not bools"),  # type: ignore[arg-type]
-        (lambda: BackendInfo(name=7, priority=5.0, accelerated=False), "not a string"),  # type: ignore[arg-type]
-        (lambda: {"name": "bad", "priority": 5.0}, "not BackendInfo"),
+        ({"priority": "high"}, "SPACR_ACCEL_PLUGIN.priority is 'high', not a finite number"),
+        ({"priority": float("nan")}, "SPACR_ACCEL_PLUGIN.priority is nan, not a finite number"),
+        ({"priority": True}, "SPACR_ACCEL_PLUGIN.priority is True, not a finite number"),
+        ({"accelerated": "yes"}, "SPACR_ACCEL_PLUGIN.accelerated is 'yes', not True or False"),
+        ({"declaration": Declaration(name=7)}, "SPACR_ACCEL_PLUGIN.name is 7, not a non-empty string"),  # type: ignore[arg-type]
+        ({"declaration": BackendInfo()}, "SPACR_ACCEL_PLUGIN is BackendInfo(usable=True, note=''), not a "),
+        ({"info": lambda: {"name": "bad", "priority": 5.0}}, "not BackendInfo(usable=bool, note=str)"),
     ],
 )
-def test_a_malformed_description_is_faulty_and_breaks_no_call(kit, private, numpy_plugin, info, reason):
+def test_a_malformed_description_is_faulty_and_breaks_no_call(kit, private, numpy_plugin, fields, reason):
     """One bad field used to make the ranking sort raise on every call in the process."""
-    bad = kit.make_plugin("bad", info=info, matmul=kit.reference_matmul)
+    bad = kit.make_plugin("bad", matmul=kit.reference_matmul, **fields)
     private.register(bad, "bad")
     private.register(numpy_plugin, "numpy")
     np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), PRODUCT)
@@ -38,6 +39,8 @@ def test_a_malformed_description_is_faulty_and_breaks_no_call(kit, private, nump
     row = next(p for p in private.plugins() if p.name == "bad")
     assert row.status == "faulty" and reason in row.reason
     assert bad.calls["matmul"] == 0
+    if "info" not in fields:
+        assert bad.calls["backend_info"] == 0  # a bad declaration is refused at load, before any question
 
 
 def test_sys_exit_in_backend_info_does_not_end_the_process(kit, private, numpy_plugin):
@@ -51,14 +54,27 @@ def test_sys_exit_in_backend_info_does_not_end_the_process(kit, private, numpy_p
     assert row.status == "faulty" and "SystemExit" in row.reason
 
 
-def test_an_unusable_plugin_that_could_not_describe_itself_is_refused_by_gpu_false(kit, private, numpy_plugin):
+def test_an_unusable_accelerated_plugin_forced_with_gpu_false_is_asked_for_the_cpu(kit, private, numpy_plugin):
+    """``backend=`` with ``gpu=False`` runs an accelerated backend on the CPU (it reads
+    ``cpu_requested()``), unusable or not; automatic dispatch under ``gpu=False`` still never calls it."""
+    asked: list[bool] = []
+
     def no_driver() -> BackendInfo:
         raise RuntimeError("driver gone")
 
-    private.register(kit.make_plugin("mystery", info=no_driver, matmul=kit.reference_matmul), "mystery")
+    def matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        asked.append(cpu_requested())
+        return kit.reference_matmul(first, second)
+
+    mystery = kit.make_plugin("mystery", accelerated=True, info=no_driver, matmul=matmul)
+    private.register(mystery, "mystery")
     private.register(numpy_plugin, "numpy")
-    with pytest.raises(ValueError, match="gpu=False"):
-        ops.matmul(FIRST, SECOND, backend="mystery", gpu=False)
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND, gpu=False), PRODUCT)
+    assert private.last_dispatch().backend == "numpy" and asked == []
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND, backend="mystery", gpu=False), PRODUCT)
+    np.testing.assert_array_equal(ops.matmul(FIRST, SECOND, backend="mystery"), PRODUCT)
+    assert asked == [True, False]
+    assert not cpu_requested()  # only inside the forced call
 
 
 def test_indices_outside_the_target_set_are_a_fault(kit, private, numpy_plugin, core_log):

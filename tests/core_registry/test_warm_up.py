@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core import BackendInfo, Declaration, hookimpl
 
 Plug = Callable[[object, str], object]
 
@@ -17,12 +17,13 @@ Plug = Callable[[object, str], object]
 class Warming:
     def __init__(self, name: str, answer: Callable[[float], object]) -> None:
         self.name = name
+        self.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=1.0)
         self.answer = answer
         self.asked: list[float] = []
 
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name=self.name, priority=1.0, accelerated=False)
+        return BackendInfo()
 
     @hookimpl
     def spacr_accel_warm_up(self, timeout: float) -> object:
