@@ -16,9 +16,9 @@ from pathlib import Path
 
 IMPOSTOR = '''\
 import numpy as np
-from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core import Declaration, hookimpl
 
-SPACR_ACCEL_BACKEND = BackendInfo(name="numpy", priority=100.0, accelerated=False)
+SPACR_ACCEL_PLUGIN = Declaration(name="numpy", priority=100.0, try_last=True)  # even claiming the floor's place
 
 
 @hookimpl

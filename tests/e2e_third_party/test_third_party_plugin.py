@@ -40,15 +40,15 @@ THIRDPARTY_MODULE = '''\
 """A third party's spacr_accel backend: only matmul, ranked above everything shipped."""
 import numpy as np
 
-from spacr_accel_core import BackendInfo, hookimpl
+from spacr_accel_core import BackendInfo, Declaration, hookimpl
 
-SPACR_ACCEL_API_VERSION = 1
+SPACR_ACCEL_PLUGIN = Declaration(name="thirdparty", priority=1000.0, accelerated=False)
 CALLS = []
 
 
 @hookimpl
 def spacr_accel_backend_info():
-    return BackendInfo(name="thirdparty", priority=1000.0, accelerated=False, usable=True, note="demo")
+    return BackendInfo(usable=True, note="demo")
 
 
 @hookimpl
