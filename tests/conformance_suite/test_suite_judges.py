@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from spacr_accel_core import BackendDeclined, BackendInfo, BackendUnavailable, PluginFault, hookimpl
+from spacr_accel_core import BackendDeclined, BackendInfo, BackendUnavailable, Declaration, PluginFault, hookimpl
 from spacr_accel_core.testing import BackendConformance, reference_maximum_filter
 
 Plug = Callable[[object, str], object]
@@ -20,17 +20,17 @@ Plug = Callable[[object, str], object]
 class Filter:
     """A maximum_filter backend that is right, except as ``refuse`` says for a given field."""
 
-    def __init__(self, name: str, *, usable: bool = True,
+    def __init__(self, name: str, *, usable: bool = True, priority: float = 500.0,
                  refuse: Callable[[np.ndarray], BaseException | None] = lambda field: None) -> None:
         self.name = name
+        self.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=priority)
         self.usable = usable
         self.refuse = refuse
         self.calls = 0
 
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name=self.name, priority=500.0, accelerated=False, usable=self.usable,
-                           note="" if self.usable else "no device here")
+        return BackendInfo(usable=self.usable, note="" if self.usable else "no device here")
 
     @hookimpl
     def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
@@ -79,14 +79,10 @@ def test_a_decline_that_another_backend_answers_wrongly_fails(plug: Plug) -> Non
 
     class Wrong(Filter):
         @hookimpl
-        def spacr_accel_backend_info(self) -> BackendInfo:
-            return BackendInfo(name=self.name, priority=400.0, accelerated=False)
-
-        @hookimpl
         def spacr_accel_maximum_filter(self, field: np.ndarray, size: int) -> np.ndarray:
             return reference_maximum_filter(field, size) + np.float32(1)
 
-    plug(Wrong("wrong"), "wrong")
+    plug(Wrong("wrong", priority=400.0), "wrong")
     with pytest.raises(AssertionError, match="pixels differ"):
         suite("declines").test_maximum_filter_sign_of_zero()
 
