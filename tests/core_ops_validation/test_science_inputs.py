@@ -1,0 +1,180 @@
+"""The new calls' inputs and the rules the core applies itself: out=, stacks, k, max_distance,
+metric, threshold, mutual pairs, gpu=0/1, quiet overflow and the sign of zero of a copy."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import spacr_accel_core
+from spacr_accel_core import ops, reference
+from spacr_accel_core.testing import reference_maximum_filter
+
+RNG = np.random.default_rng(21)
+FIELD = RNG.random((20, 30), dtype=np.float32)
+POINTS = RNG.integers(-3, 4, (40, 2)).astype(np.float32)
+OTHER = RNG.integers(-3, 4, (25, 2)).astype(np.float32)
+
+
+@pytest.mark.parametrize(("out", "error", "words"), [
+    (np.empty((20, 30), np.float64), TypeError, "float32"),
+    (np.empty((30, 20), np.float32), ValueError, "shape"),
+    (np.empty((20, 60), np.float32)[:, ::2], ValueError, "C-contiguous"),
+    ([[0.0]], TypeError, "NumPy array"),
+])
+def test_out_is_checked_by_numpys_convention(out, error, words):
+    with pytest.raises(error, match=words):
+        ops.maximum_filter(FIELD, 3, out=out)
+
+
+def test_out_may_not_overlap_an_input_nor_be_read_only():
+    field = FIELD.copy()
+    with pytest.raises(ValueError, match="overlaps"):
+        ops.maximum_filter(field, 3, out=field)
+    frozen = np.empty((20, 30), np.float32)
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="writable"):
+        ops.maximum_filter(FIELD, 3, out=frozen)
+    first = RNG.random((6, 6), dtype=np.float32)
+    with pytest.raises(ValueError, match="overlaps"):
+        ops.matmul(first, first, out=first)
+
+
+@pytest.mark.parametrize("size", [0, 1, 3, 7, 200])
+def test_out_is_written_and_returned(size):
+    out = np.full(FIELD.shape, np.nan, np.float32)
+    assert ops.maximum_filter(FIELD, size, out=out) is out
+    np.testing.assert_array_equal(out, ops.maximum_filter(FIELD, size))
+    product = np.full((20, 20), np.nan, np.float32)
+    assert ops.matmul(FIELD, FIELD.T, out=product) is product
+    np.testing.assert_array_equal(product, ops.matmul(FIELD, FIELD.T))
+    empty = np.full((20, 20), np.nan, np.float32)
+    assert ops.matmul(np.zeros((20, 0), np.float32), np.zeros((0, 20), np.float32), out=empty) is empty
+    assert (empty == 0).all()
+
+
+def test_a_stack_is_filtered_field_by_field():
+    stack = RNG.random((2, 3, 9, 8), dtype=np.float32)
+    stack[1, 2, 0, 0] = np.nan
+    got = ops.maximum_filter(stack, 3)
+    for index in np.ndindex(2, 3):
+        np.testing.assert_array_equal(got[index], reference_maximum_filter(stack[index], 3))
+
+
+def test_a_copy_keeps_the_sign_of_zero_rule():
+    zeros = np.full((4, 4), -0.0, np.float32)
+    for size in (0, 1):
+        assert not np.signbit(ops.maximum_filter(zeros, size)).any()
+
+
+def test_float64_beyond_float32_becomes_inf_quietly():
+    big = np.full((5, 5), 1e300)
+    big[0, 0] = -1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for size in (1, 3, 50):
+            got = ops.maximum_filter(big, size)
+            assert np.isinf(got).all()
+        assert len(ops.local_maxima(big, 3)) > 0
+
+
+@pytest.mark.parametrize("flag", [0, 1, np.int64(1), np.bool_(False)])
+def test_gpu_takes_zero_and_one(flag):
+    ops.matmul(FIELD, FIELD.T, gpu=flag)
+    ops.nearest_neighbours(POINTS, OTHER, gpu=flag)
+
+
+@pytest.mark.parametrize("flag", [2, -1, "yes", None, 1.0])
+def test_gpu_refuses_anything_else(flag):
+    with pytest.raises(TypeError, match="gpu must be True or False"):
+        ops.matmul(FIELD, FIELD.T, gpu=flag)
+
+
+@pytest.mark.parametrize(("keywords", "error", "words"), [
+    ({"k": 0}, ValueError, "k must be at least 1"),
+    ({"k": 2.5}, ValueError, "k must be a whole number"),
+    ({"k": "2"}, TypeError, "k must be an integer"),
+    ({"max_distance": -1.0}, ValueError, "max_distance must be a non-negative"),
+    ({"max_distance": float("nan")}, ValueError, "max_distance must be a non-negative"),
+    ({"max_distance": "far"}, TypeError, "max_distance must be"),
+    ({"metric": "cosine"}, ValueError, "metric must be one of"),
+    ({"metric": 3}, TypeError, "metric must be a string"),
+    ({"metric": "hamming"}, TypeError, "uint8"),
+])
+def test_neighbour_keywords_are_refused_before_any_backend(keywords, error, words):
+    with pytest.raises(error, match=words):
+        ops.nearest_neighbours(POINTS, OTHER, **keywords)
+
+
+def test_k_beyond_the_targets_and_empty_sets_are_minus_one_and_inf():
+    index, distance = ops.nearest_neighbours(POINTS, OTHER[:3], k=5)
+    assert index.shape == (40, 5) and (index[:, 3:] == -1).all() and np.isinf(distance[:, 3:]).all()
+    index, distance = ops.nearest_neighbours(POINTS, OTHER[:0], k=2)
+    assert index.shape == (40, 2) and (index == -1).all()
+    index, distance = ops.nearest_neighbours(POINTS[:0], OTHER, k=3)
+    assert index.shape == (0, 3) and distance.dtype == np.float32
+
+
+def test_k1_keeps_todays_shapes_and_bits_and_inf_bound_is_no_bound():
+    today = ops.nearest_neighbours(POINTS, OTHER)
+    for bound in (None, float("inf")):
+        index, distance = ops.nearest_neighbours(POINTS, OTHER, k=1, max_distance=bound)
+        np.testing.assert_array_equal(index, today[0])
+        np.testing.assert_array_equal(distance, today[1])
+
+
+def test_max_distance_is_compared_on_the_returned_float32_distance():
+    index, distance = ops.nearest_neighbours(POINTS, OTHER, k=3, max_distance=1.0)
+    expected = reference.k_nearest(POINTS, OTHER, 3, 1.0)
+    np.testing.assert_array_equal(index, expected[0])
+    np.testing.assert_array_equal(distance, expected[1])
+    assert (distance[index >= 0] <= 1.0).all()
+
+
+def test_mutual_pairs_are_the_two_one_way_calls_agreeing():
+    pairs = ops.mutual_nearest_neighbours(POINTS, OTHER, max_distance=2.0)
+    assert spacr_accel_core.last_dispatch().operation == "mutual_nearest_neighbours"
+    forward, _ = ops.nearest_neighbours(POINTS, OTHER, max_distance=2.0)
+    backward, _ = ops.nearest_neighbours(OTHER, POINTS, max_distance=2.0)
+    expected = [(i, j) for i, j in enumerate(forward) if j >= 0 and backward[j] == i]
+    assert pairs.dtype == np.int64 and pairs.tolist() == [list(p) for p in expected]
+    none = ops.mutual_nearest_neighbours(POINTS, OTHER[:0])
+    assert none.shape == (0, 2) and none.dtype == np.int64
+
+
+def test_the_threshold_is_exact_against_float32_pixels():
+    # float32(0.1) is 0.100000001..., above the Python float 0.1; rounding the threshold to the
+    # nearest float32 would call it equal and lose the peak.
+    field = np.zeros((5, 5), np.float32)
+    field[2, 2] = np.float32(0.1)
+    assert ops.local_maxima(field, 3, threshold=0.1).tolist() == [[2, 2]]
+    assert ops.local_maxima(field, 3, threshold=float(np.float32(0.1))).tolist() == []
+    with pytest.raises(ValueError, match="threshold is NaN"):
+        ops.local_maxima(field, 3, threshold=float("nan"))
+    with pytest.raises(TypeError, match="threshold must be a real number"):
+        ops.local_maxima(field, 3, threshold="0.1")
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 5, 100])
+def test_local_maxima_where_the_core_answers_and_where_a_backend_does(size):
+    field = RNG.integers(0, 3, (2, 7, 9)).astype(np.float32)
+    field[0, 1, 1] = np.nan
+    for threshold in (None, 1.0):
+        got = ops.local_maxima(field, size, threshold=threshold)
+        # a window of 0 is a window of 1, as for maximum_filter
+        np.testing.assert_array_equal(got, reference.local_maxima(field, max(size, 1), threshold))
+        assert got.dtype == np.int64 and got.shape[1] == 3
+
+
+def test_local_maxima_refuses_a_vector():
+    with pytest.raises(ValueError, match="2-D"):
+        ops.local_maxima(np.zeros(5), 3)
+
+
+def test_torch_forced_with_gpu_false_runs_on_the_cpu():
+    pytest.importorskip("torch")
+    got = ops.matmul(FIELD, FIELD.T, backend="torch", gpu=False)
+    assert spacr_accel_core.last_dispatch().backend == "torch"
+    np.testing.assert_allclose(got, FIELD @ FIELD.T, rtol=1e-6)
