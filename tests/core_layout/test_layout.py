@@ -1,0 +1,44 @@
+"""The core stays readable: every module at most 600 lines, every function at most 60 (compiled
+kernels, which live in the backends, are exempt), and no shipped distribution imports another's
+private module (a backend author needs only public names, ours included)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CORE = ROOT / "spacr_accel_core" / "src" / "spacr_accel_core"
+MODULES = sorted(CORE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(CORE)))
+def test_core_modules_are_at_most_600_lines(module):
+    lines = module.read_text(encoding="utf-8").count("\n")
+    assert lines <= 600, f"{module.name} has {lines} lines"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(CORE)))
+def test_core_functions_are_at_most_60_lines(module):
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > 60]
+    assert not long, f"{module.name}: {', '.join(long)}"
+
+
+DISTRIBUTIONS = ("spacr_accel_core", "spacr_accel_numpy", "spacr_accel_numba", "spacr_accel_torch",
+                 "spacr_accel_cupy")
+PRIVATE_IMPORT = re.compile(r"^\s*(?:from|import)\s+(spacr_accel_\w+)\.(_\w+)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+def test_no_distribution_imports_anothers_private_module(distribution):
+    sources = (ROOT / distribution / "src" / distribution).rglob("*.py")
+    found = [f"{path.name}: {owner}.{module}" for path in sources
+             for owner, module in PRIVATE_IMPORT.findall(path.read_text(encoding="utf-8"))
+             if owner != distribution]
+    assert not found, found
