@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, PluginFault, hookimpl, ops
+from spacr_accel_core import BackendInfo, Declaration, PluginFault, hookimpl, ops
 
 
 @pytest.fixture
@@ -18,10 +18,11 @@ def spy():
     module = types.ModuleType("spacr_accel_test_spy")
     calls: Counter[str] = Counter()
     module.calls = calls
+    module.SPACR_ACCEL_PLUGIN = Declaration(name="spy", priority=1e9)
 
     @hookimpl
     def spacr_accel_backend_info() -> BackendInfo:
-        return BackendInfo(name="spy", priority=1e9, accelerated=False)
+        return BackendInfo()
 
     @hookimpl
     def spacr_accel_maximum_filter(field, size):
@@ -57,7 +58,8 @@ GOOD_POINTS = np.ones((3, 2), np.float32)
 BAD_CALLS = [
     # maximum_filter: the seed's "2-D" wording, the argument named
     (lambda **k: ops.maximum_filter(np.ones(5), 3, **k), ValueError, ["field", "2-D"]),
-    (lambda **k: ops.maximum_filter(np.ones((2, 2, 2)), 3, **k), ValueError, ["field", "2-D"]),
+    (lambda **k: ops.maximum_filter(GOOD_FIELD, 3, out=np.empty((5, 4), np.float32), **k), ValueError,
+     ["out", "shape"]),
     (lambda **k: ops.maximum_filter(np.float32(1), 3, **k), ValueError, ["field", "2-D"]),
     (lambda **k: ops.maximum_filter(np.array([["a", "b"]]), 3, **k), TypeError, ["field"]),
     (lambda **k: ops.maximum_filter(np.ones((2, 2), complex), 3, **k), TypeError, ["field"]),
@@ -139,6 +141,14 @@ def test_the_spy_does_see_good_input(spy):
     assert spy.calls["matmul"] == 1
 
 
+def test_a_stack_of_fields_is_filtered_field_by_field():
+    """A 3-D array is a stack ``(..., H, W)``: each field filtered on its own, the window never crossing fields."""
+    stack = np.random.default_rng(2).standard_normal((3, 6, 7)).astype(np.float32)
+    got = ops.maximum_filter(stack, 3)
+    for field, filtered in zip(stack, got, strict=True):
+        np.testing.assert_array_equal(filtered, ops.maximum_filter(field, 3))
+
+
 @pytest.mark.parametrize(("size", "corner"), [(3, 6.0), (np.int8(3), 6.0), (np.uint64(3), 6.0),
                                              (np.int64(4), 12.0), (5, 12.0), (3.0, 6.0), (np.float32(3), 6.0),
                                              (np.float64(5), 12.0)])
@@ -172,7 +182,7 @@ def test_input_arrays_are_not_modified():
 @pytest.mark.parametrize(("call", "words"), [
     (lambda: ops.matmul(np.ones((2, 2)), np.ones((2, 2)), gpu="False"), ["gpu", "True or False"]),
     (lambda: ops.maximum_filter(np.ones((2, 2)), 3, gpu=None), ["gpu"]),
-    (lambda: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, gpu=1), ["gpu"]),
+    (lambda: ops.nearest_neighbours(GOOD_POINTS, GOOD_POINTS, gpu=2), ["gpu", "1 or 0"]),
     (lambda: ops.matmul(np.ones((2, 2)), np.ones((2, 2)), backend=["numpy"]), ["backend", "name"]),
     (lambda: ops.maximum_filter(np.ones((2, 2)), 3, backend=""), ["backend"]),
     (lambda: ops.accelerated_backends(gpu="no"), ["gpu"]),
