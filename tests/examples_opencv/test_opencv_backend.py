@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import spacr_accel_core
-from spacr_accel_core import BackendDeclined, BackendInfo, last_dispatch, ops
+from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, last_dispatch, ops
+from spacr_accel_core._declaration import validated
 from spacr_accel_core.testing import assert_same_field, reference_maximum_filter
 
 pytestmark = pytest.mark.skipif(
@@ -38,13 +39,15 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_declared_statically_and_described_alike() -> None:
     from spacr_accel_opencv import _plugin
 
-    declared = _plugin.SPACR_ACCEL_BACKEND
-    assert declared == BackendInfo(name="opencv", priority=150.0, accelerated=False)
+    declared = _plugin.SPACR_ACCEL_PLUGIN
+    assert declared == Declaration(name="opencv", priority=150.0, accelerated=False,
+                                   field_dtypes=("uint8", "uint16", "int16"))
+    assert validated(declared, "opencv") == (declared, None)  # every field as the core accepts it
     info = _plugin.spacr_accel_backend_info()
-    assert (info.name, info.priority, info.accelerated) == ("opencv", 150.0, False)
-    assert info.usable and "OpenCV" in info.note
+    assert isinstance(info, BackendInfo) and info.usable and "OpenCV" in info.note
     row = next(r for r in spacr_accel_core.plugins() if r.name == "opencv")
     assert row.status == "ok" and row.distribution == "spacr-accel-opencv"
+    assert (row.priority, row.accelerated) == (150.0, False)
     assert row.operations == ("maximum_filter",)
 
 

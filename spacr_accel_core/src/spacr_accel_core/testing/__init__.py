@@ -177,7 +177,7 @@ def tie_heavy_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 
 _FIELD_DTYPES = st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.uint16, np.int8, np.bool_])
 _CAMERA_DTYPES = (np.uint8, np.int8, np.uint16, np.int16)
-"""The field dtypes a plugin may take unconverted (``SPACR_ACCEL_FIELD_DTYPES``); each is checked
+"""The field dtypes a plugin may take unconverted (``Declaration.field_dtypes``); each is checked
 bit for bit against the filter of its float32 cast, whether the plugin declared it or not."""
 
 
@@ -477,7 +477,7 @@ class BackendConformance(ScienceConformance):
     def test_maximum_filter_camera_dtypes_bit_identical(self) -> None:
         """Every camera dtype across its whole range, extremes at the edges and in plateaus: the
         float32 filter of the cast, bit for bit, whether the plugin took the field as it is
-        (``SPACR_ACCEL_FIELD_DTYPES``) or the core cast it first. The input is left untouched."""
+        (``Declaration.field_dtypes``) or the core cast it first. The input is left untouched."""
         rng = np.random.default_rng(17)
         for dtype in _CAMERA_DTYPES:
             info = np.iinfo(dtype)
