@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from spacr_accel_core import BackendInfo, BackendUnavailable, _bench, hookimpl
+from spacr_accel_core import BackendInfo, BackendUnavailable, Declaration, _bench, hookimpl
 
 Plug = Callable[[object, str], object]
 
@@ -17,9 +17,11 @@ Plug = Callable[[object, str], object]
 class Decliner:
     """Declines every operation, as CuPy does without a card."""
 
+    SPACR_ACCEL_PLUGIN = Declaration(name="decliner", priority=1.0)
+
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name="decliner", priority=1.0, accelerated=False)
+        return BackendInfo()
 
     @hookimpl
     def spacr_accel_matmul(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
