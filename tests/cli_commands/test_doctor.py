@@ -414,9 +414,19 @@ def test_a_cpu_wheel_beside_a_card_is_found_and_the_fix_named(
     assert report["device"]["kind"] == "cuda" and report["device"]["usable"] is False
     assert report["host_devices"]["rows"][0]["name"] == "NVIDIA GeForce RTX 4090"
     assert report["versions"]["driver"] == "nvidia 570.86.15"
-    assert f"this PyTorch ({torch.__version__}) is a CPU-only build" in report["summary"]["fix"]
+    assert f"this PyTorch {torch.__version__} is a CPU-only build" in report["summary"]["fix"]
     text = text_doctor(capsys)
     summary = text.split("\nSummary\n", 1)[1].split("\n\n", 1)[0]
     assert "This machine: NVIDIA GeForce RTX 4090 (GPU)" in summary
     assert "NVIDIA GeForce RTX 4090 is found, not used" in summary
     assert "download.pytorch.org/whl/cu128" in summary
+
+
+def test_a_pip_command_in_a_long_note_stays_whole_on_its_own_line() -> None:
+    command = "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128"
+    note = ("this PyTorch 2.13.0+cpu is a CPU-only build, so it cannot use the NVIDIA GeForce RTX 4090; "
+            f"install the CUDA build: {command}")
+    lines = _doctor._wrap(f"To fix: {note}")
+    assert f"    {command}" in lines and all(len(line) <= _doctor.WIDTH for line in lines)
+    deep = _doctor._wrap(note, indent="  ", follow=" " * 32)  # a table's value column
+    assert f"    {command}" in deep and all(len(line) <= _doctor.WIDTH for line in deep)

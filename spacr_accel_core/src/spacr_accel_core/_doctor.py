@@ -431,9 +431,25 @@ _DEVICE_ROWS = (("kind", "kind"), ("device", "device"), ("name", "name"), ("labe
 """The device section's rows: the report's key, and the words a person reads for it."""
 
 
+_COMMAND = re.compile(r"pip install [^;()]*?(?=;|\)|\s\(|$)")
+"""A command a note tells the user to run: kept whole, on a line of its own, so it can be pasted."""
+
+
 def _wrap(text: str, indent: str = "  ", follow: str = "    ") -> list[str]:
-    """One logical line as lines of at most :data:`WIDTH` columns (long words are not broken,
-    so a URL or a pip command stays pasteable)."""
+    """One logical line as lines of at most :data:`WIDTH` columns.
+
+    Long words are not broken (a URL stays whole), and a ``pip install ...`` command gets a line of
+    its own, so it can be pasted as it is.
+    """
+    command = _COMMAND.search(text)
+    if command is not None and 4 + len(command.group(0)) <= WIDTH:
+        before, after = text[:command.start()].rstrip(), text[command.end():].lstrip()
+        lines = _wrap(before, indent, follow) if before else []
+        lead = follow if lines else indent
+        if len(lead) + len(command.group(0)) > WIDTH:  # a deep table column: the command comes first
+            lead = "    "
+        lines.append(lead + command.group(0))
+        return lines + (_wrap(after, follow, follow) if after else [])
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=follow,
                          break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
 
@@ -455,7 +471,18 @@ def _render_summary(report: Report) -> list[str]:
 
 
 def _gib(value: Any) -> str:
-    return "-" if value is None else f"{value / 2**30:.1f} GiB"
+    return f"{value / 2**30:.1f} GiB"
+
+
+def _amount(row: Report) -> str:
+    """``3.2 GiB free of 40.0 GiB``, or what is known of it."""
+    free, total = row["free"], row["total"]
+    if free is not None and total is not None:
+        return f"{_gib(free)} free of {_gib(total)}"
+    if total is not None:
+        return f"{_gib(total)} in all, free unknown"
+    return "unknown: spaCR does not use this device" if not str(row["device"]).startswith(
+        ("cuda", "mps", "xpu", "privateuseone")) else "unknown"
 
 
 def _render_versions(report: Report) -> list[str]:
@@ -490,8 +517,7 @@ def _render_memory(report: Report) -> list[str]:
     """Free and total memory per device."""
     memory = report["memory"]
     out = ["", "Memory", *_error_lines(memory)]
-    rows = [[str(r["device"]), str(r["name"]), f"{_gib(r['free'])} free of {_gib(r['total'])}"]
-            for r in memory["rows"]]
+    rows = [[str(r["device"]), str(r["name"]), _amount(r)] for r in memory["rows"]]
     out += table([], rows) if rows else ([] if memory["error"] else ["  (no device memory to report)"])
     return out
 

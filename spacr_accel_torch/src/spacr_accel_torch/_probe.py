@@ -317,12 +317,13 @@ def _unreachable_card(torch: Any, hosts: Sequence[HostDevice], said: str) -> Acc
     too_old = _DRIVER_TOO_OLD.search(said)
     if version is not None and not cuda_build and not hip:
         wheel = ROCM_WHEEL if kind == "rocm" else CUDA_WHEEL
-        note = (f"this PyTorch ({build}) is a CPU-only build, so it cannot use the {card.name}; "
+        note = (f"this PyTorch {build} is a CPU-only build, so it cannot use the {card.name}; "
                 f"install the {'ROCm' if kind == 'rocm' else 'CUDA'} build: {wheel}")
     elif too_old:
-        note = (f"the NVIDIA driver{driver} is too old for this PyTorch ({build}, built for CUDA "
-                f"{cuda_build}): it supports CUDA {_cuda_from_driver(too_old.group(1))}; update the "
-                f"driver ({NVIDIA_DRIVERS}) or install a PyTorch built for that CUDA ({PYTORCH_INSTALL})")
+        supports = _cuda_from_driver(too_old.group(1))
+        note = (f"the NVIDIA driver{driver} supports CUDA {supports} only, older than the CUDA "
+                f"{cuda_build} this PyTorch {build} was built for; update the driver from "
+                f"{NVIDIA_DRIVERS}, or install a PyTorch built for CUDA {supports} or older: {PYTORCH_INSTALL}")
     elif card.driver and card.driver not in ("nvidia", "amdgpu"):
         note = (f"the {card.name} is driven by {card.driver!r}, not the {card.vendor} driver torch needs; "
                 f"install the {card.vendor} driver")
@@ -331,8 +332,8 @@ def _unreachable_card(torch: Any, hosts: Sequence[HostDevice], said: str) -> Acc
                 f"{os.environ.get('CUDA_VISIBLE_DEVICES', os.environ.get('HIP_VISIBLE_DEVICES'))!r} hides it")
     else:
         first = said.strip().splitlines()[0] if said.strip() else ""
-        note = (f"torch ({build}) sees no device although the OS lists the {card.name}"
-                + (f": {first}" if first else "; check the driver (nvidia-smi or rocm-smi)"))
+        note = (f"torch {build} sees no device although the OS lists the {card.name}"
+                + (f": {first}" if first else "; check the driver with nvidia-smi or rocm-smi"))
     return Accelerator(kind=kind, device="cpu", label=f"{card.name} ({route})", name=card.name,
                        usable=False, note=note)
 
@@ -428,11 +429,13 @@ def _arch_problem(torch: Any, cuda: Any, index: int, card: str, rocm: bool) -> s
             if effective in shipped:
                 return ""
             nearest = _override_for(target, shipped)
-            fix = (f"set {HSA_OVERRIDE}={nearest[1]} (run as {nearest[0]}, which it ships) before starting "
-                   "Python" if nearest else f"install a ROCm build that ships {target} ({PYTORCH_INSTALL})")
-            told = f" ({HSA_OVERRIDE}={override} makes it {effective})" if override else ""
-            return (f"this PyTorch ({build}) ships no ROCm kernels for {target}{told}, the {card}'s "
-                    f"target; it ships {', '.join(shipped)}. Fix: {fix}")
+            # No parentheses in a note: describe() nests it in its own.
+            fix = (f"set {HSA_OVERRIDE}={nearest[1]} before starting Python, to run it as {nearest[0]}, "
+                   "which this build ships" if nearest
+                   else f"install a ROCm build that ships {target}: {PYTORCH_INSTALL}")
+            told = f"; {HSA_OVERRIDE}={override} makes it {effective}" if override else ""
+            return (f"this PyTorch {build} ships no ROCm kernels for {target}, the {card}'s target{told}; "
+                    f"it ships {', '.join(shipped)}. Fix: {fix}")
         capability = tuple(int(v) for v in cuda.get_device_capability(index))
     except Exception as exc:  # a property query that fails: the kernel check will tell
         logger.debug("reading the device architecture failed: %s", _describe(exc))
@@ -440,8 +443,8 @@ def _arch_problem(torch: Any, cuda: Any, index: int, card: str, rocm: bool) -> s
     if len(capability) != 2 or cuda_arch_runs((capability[0], capability[1]), arches):
         return ""
     sm = f"sm_{capability[0]}{capability[1]}"
-    return (f"this PyTorch ({build}) has no kernels for {sm} (the {card}, capability "
-            f"{capability[0]}.{capability[1]}); it was built for {', '.join(arches)}. "
+    return (f"this PyTorch {build} has no kernels for {sm}, the {card}'s architecture, capability "
+            f"{capability[0]}.{capability[1]}; it was built for {', '.join(arches)}. "
             f"Install a build that includes {sm}: {CUDA_WHEEL}")
 
 
@@ -761,15 +764,15 @@ def _kernel_fix(message: str, found: Accelerator) -> str:
     lowered = message.lower()
     if "no kernel image" in lowered or "invalid device function" in lowered:
         if found.kind == "rocm":
-            return (f"this PyTorch has no kernels for this card's gfx target; {HSA_OVERRIDE} set to the "
-                    f"nearest shipped target, or a ROCm build that ships it ({PYTORCH_INSTALL})")
+            return (f"this PyTorch has no kernels for this card's gfx target; set {HSA_OVERRIDE} to the "
+                    f"nearest shipped target, or install a ROCm build that ships it: {PYTORCH_INSTALL}")
         return f"install a PyTorch built for this card: {CUDA_WHEEL}"
     too_old = _DRIVER_TOO_OLD.search(message)
     if too_old:
-        return (f"the driver supports CUDA {_cuda_from_driver(too_old.group(1))} only: update it "
-                f"({NVIDIA_DRIVERS}) or install a PyTorch built for that CUDA ({PYTORCH_INSTALL})")
+        return (f"the driver supports CUDA {_cuda_from_driver(too_old.group(1))} only: update it from "
+                f"{NVIDIA_DRIVERS}, or install a PyTorch built for that CUDA: {PYTORCH_INSTALL}")
     if "out of memory" in lowered:
-        return "the card is full: another process holds its memory (nvidia-smi or rocm-smi shows which)"
+        return "the card is full: another process holds its memory, nvidia-smi or rocm-smi shows which"
     if "forked subprocess" in lowered:
         return "CUDA was initialised before this process forked: start workers with 'spawn'"
     return f"{ENV_DEVICE}=cpu runs on the CPU without asking it; reinstalling the driver or PyTorch may fix it"
@@ -816,12 +819,12 @@ def _no_node_answer(hosts: Sequence[HostDevice], why: str) -> Accelerator:
         raise BackendUnavailable("PyTorch is not installed") from None
     kind = "rocm" if card.vendor == "AMD" else "cuda"
     if build.endswith("+cpu"):
-        note = (f"this PyTorch ({build}) is a CPU-only build, so it cannot use the {card.name}; install "
+        note = (f"this PyTorch {build} is a CPU-only build, so it cannot use the {card.name}; install "
                 f"the {'ROCm' if kind == 'rocm' else 'CUDA'} build: {ROCM_WHEEL if kind == 'rocm' else CUDA_WHEEL}")
     else:
-        driver = f" (its driver is {card.driver!r})" if card.driver else " (no driver is bound to it)"
+        driver = f"; its driver is {card.driver!r}" if card.driver else "; no driver is bound to it"
         note = (f"the {card.vendor} driver is not loaded, so no device node exists for the "
-                f"{card.name}{driver}; install the {card.vendor} driver")
+                f"{card.name}{driver}. Install the {card.vendor} driver")
     route = "AMD ROCm" if kind == "rocm" else "NVIDIA CUDA"
     return Accelerator(kind=kind, device="cpu", label=f"{card.name} ({route})", name=card.name,
                        usable=False, note=note)
