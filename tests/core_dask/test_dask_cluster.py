@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, hookimpl, ops
+from spacr_accel_core import BackendInfo, Declaration, hookimpl, ops
 from spacr_accel_core import dask as sad
 
 distributed = pytest.importorskip("distributed")
@@ -33,12 +33,14 @@ class BusyCard:
     ``decline`` raises RuntimeError (a busy card: passed over per call), ``fault`` a ValueError
     (a broken plugin: quarantined on that worker after its first call)."""
 
+    SPACR_ACCEL_PLUGIN = Declaration(name=BUSY, priority=1000.0)
+
     def __init__(self, how: str) -> None:
         self.how = how
 
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name=BUSY, priority=1000.0, accelerated=False)
+        return BackendInfo()
 
     @hookimpl
     def spacr_accel_maximum_filter(self, field, size):
@@ -51,12 +53,14 @@ class CrashesItsWorker:
     """A backend that declines three blocks (they are served by NumPy and held by this worker),
     then kills the worker process in the middle of the fourth, as a driver crash would."""
 
+    SPACR_ACCEL_PLUGIN = Declaration(name="crasher", priority=1000.0)
+
     def __init__(self) -> None:
         self.calls = 0
 
     @hookimpl
     def spacr_accel_backend_info(self) -> BackendInfo:
-        return BackendInfo(name="crasher", priority=1000.0, accelerated=False)
+        return BackendInfo()
 
     @hookimpl
     def spacr_accel_maximum_filter(self, field, size):
