@@ -448,7 +448,10 @@ def _wrap(text: str, indent: str = "  ", follow: str = "    ") -> list[str]:
         lead = follow if lines else indent
         if len(lead) + len(command.group(0)) > WIDTH:  # a deep table column: the command comes first
             lead = "    "
-        lines.append(lead + command.group(0))
+        line = lead + command.group(0)
+        if after[:1] == ")" and len(line) + len(after) <= WIDTH and " " not in after:
+            line, after = line + after, ""  # a closing parenthesis stays with its command
+        lines.append(line)
         return lines + (_wrap(after, follow, follow) if after else [])
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=follow,
                          break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
