@@ -234,7 +234,7 @@ def _cuda_or_rocm(torch: Any, device_names: bool, index: int = 0, *, fork_safe: 
             return Accelerator(kind=kind, device=device, label=device, usable=False,
                                note=f"there is no {device}: torch sees {count} device(s)")
     name = _device_name(cuda.get_device_name, index, "CUDA") if device_names else ""
-    # Autocast and bfloat16 are asked where torch can say (both move with the release); the seed's
+    # Autocast and bfloat16 are asked where torch can say (both move with the release); the measured
     # answers (both True on CUDA and ROCm) stand where it cannot.
     autocast = _autocast_available(torch, "cuda", default=True)
     if hip:
@@ -252,8 +252,12 @@ def _cuda_or_rocm(torch: Any, device_names: bool, index: int = 0, *, fork_safe: 
                             bfloat16=_bf16_native(cuda) if device_names else True)
     if device_names:  # the architecture is a device-property query, like the name
         problem = _arch_problem(torch, cuda, index, name or found.label, bool(hip))
-        if problem:
-            return replace(found, usable=False, note=problem)
+    elif fork_safe and not hip:  # discovery: the capability from NVML, no CUDA context
+        problem = _discovery_arch_problem(torch, cuda, found.label)
+    else:
+        problem = ""
+    if problem:
+        return replace(found, usable=False, note=problem)
     return found
 
 
@@ -261,9 +265,9 @@ def _bf16_native(cuda: Any) -> bool:
     """Whether the card computes bfloat16 natively (compute capability 8.0 and later).
 
     A T4 or V100 ACCEPTS bfloat16 tensors and emulates the arithmetic, slower than float32: the
-    seed's reason for float32 weights on the CPU holds there too, so emulation reads as False.
+    reason for float32 weights on the CPU holds there too, so emulation reads as False.
     ``is_bf16_supported(including_emulation=False)`` says so where torch has the argument (2.4+);
-    an older torch is asked plainly, and one without the function keeps the seed's True.
+    an older torch is asked plainly, and one without the function keeps the measured True.
     """
     check = getattr(cuda, "is_bf16_supported", None)
     if check is None:
@@ -398,6 +402,58 @@ def _override_for(target: str, shipped: Sequence[str]) -> tuple[str, str] | None
     digits = members[0][3:]
     major, minor, stepping = int(digits[:-2]), int(digits[-2], 16), int(digits[-1], 16)
     return members[0], f"{major}.{minor}.{stepping}"
+
+
+def nvml_capabilities() -> list[tuple[int, int]] | None:
+    """Every NVIDIA card's compute capability from NVML, or None where NVML cannot say.
+
+    NVML is the driver's management library: asking it initialises no CUDA context, so discovery
+    (which must stay fork-safe) can check the architecture that ``get_device_capability`` would
+    only give by initialising CUDA. Loaded the way torch's own NVML device count loads it.
+    """
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1" if sys.platform != "win32" else "nvml.dll")
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        try:
+            count = ctypes.c_uint(0)
+            if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                return None
+            found = []
+            for index in range(count.value):
+                handle = ctypes.c_void_p()
+                major, minor = ctypes.c_int(0), ctypes.c_int(0)
+                if (nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0
+                        or nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major),
+                                                                   ctypes.byref(minor)) != 0):
+                    return None
+                found.append((major.value, minor.value))
+            return found
+        finally:
+            nvml.nvmlShutdown()
+    except (OSError, AttributeError) as exc:  # no NVML here, or one without these calls
+        logger.debug("NVML cannot list compute capabilities: %s", _describe(exc))
+        return None
+
+
+def _discovery_arch_problem(torch: Any, cuda: Any, card: str) -> str:
+    """Discovery's architecture check, fork-safe: NVML's capabilities against the build's list.
+
+    Said only when NO card can run this build (a machine with one old and one new card still has
+    a device to dispatch to); ``""`` when NVML or the arch list cannot say.
+    """
+    try:
+        arches = [str(a) for a in cuda.get_arch_list()]  # compile-time flags: initialises nothing
+    except Exception:  # an old torch or a stand-in without the query: nothing to check against
+        return ""
+    capabilities = nvml_capabilities() if arches else None
+    if not capabilities or any(cuda_arch_runs(c, arches) for c in capabilities):
+        return ""
+    sm = ", ".join(sorted({f"sm_{major}{minor}" for major, minor in capabilities}))
+    return (f"this PyTorch {_torch_version(torch)} has no kernels for {sm}, the {card}'s architecture; "
+            f"it was built for {', '.join(arches)}. Install a build that includes it: {CUDA_WHEEL}")
 
 
 def _arch_problem(torch: Any, cuda: Any, index: int, card: str, rocm: bool) -> str:
@@ -541,7 +597,7 @@ def _metal_gpu_name(machine: str) -> str:
 def _autocast_available(torch: Any, device_type: str, default: bool = False) -> bool:
     """``torch.amp.is_autocast_available(device_type)`` where torch has it (2.4+), else ``default``.
 
-    :param default: the seed's measured answer for a torch that cannot say: True for CUDA/ROCm,
+    :param default: the measured answer for a torch that cannot say: True for CUDA/ROCm,
         False elsewhere (a wrong "yes" is a crash in a training run).
     """
     check = getattr(getattr(torch, "amp", None), "is_autocast_available", None)
