@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The three operations on every backend, in ONE table: device-resident and end-to-end times,
-speed-up over the NumPy backend, agreement with it, and issue 4's targets for one H200.
+speed-up over the NumPy backend, agreement with it, and the targets for one data-centre GPU.
 
 Columns:
 
@@ -12,7 +12,7 @@ Columns:
 * ``speed-up``: NumPy's end-to-end time over this one's.
 * ``agrees``: equal to the NumPy backend bit for bit (maximum_filter, nearest_neighbours) or within
   float32 rounding (matmul).
-* ``target``: issue 4's numbers on one H200, where one applies: nearest_neighbours end to end
+* ``target``: the numbers one data-centre GPU must reach, where one applies: nearest_neighbours end to end
   under 50 ms; maximum_filter resident within 3x of one read and one write of the field at the
   card's bandwidth (measured as a device-to-device copy); matmul end to end within 1.5x of copying
   its operands to the card and the product back.
@@ -160,7 +160,7 @@ def main() -> int:
 
 def measure_resident(name: str, operation: str, operands: tuple[Any, ...], end_to_end: float,
                      sync: Callable[[], None], repeats: int) -> tuple[float, str]:
-    """The device-resident time of one operation on one backend, and the issue's target for it."""
+    """The device-resident time of one operation on one backend, and the target for it."""
     if name == "torch":
         import torch
 

@@ -22,7 +22,7 @@ from ._kit import Kit, cupy_kit, translate
 
 NAME = "cupy"
 PRIORITY = 200.0
-"""Below torch, above numpy: the seed's order."""
+"""Below torch, above numpy: spaCR's order."""
 
 SPACR_ACCEL_PLUGIN = Declaration(
     name=NAME, priority=PRIORITY, accelerated=True,

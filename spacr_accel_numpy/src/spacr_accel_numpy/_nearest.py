@@ -1,7 +1,7 @@
 """Exact nearest neighbours, lowest index on ties, in bounded memory.
 
 WHY TWO METHODS. For the 2-D and 3-D centroids spaCR matches, a KD-tree answers 100,000 x 100,000
-in about a quarter of a second where the seed's chunked broadcast needs minutes and 9 GiB. At 16
+in about a quarter of a second where a chunked broadcast needs minutes and 9 GiB. At 16
 coordinates and more a KD-tree degrades to a slow brute force, and a float32 matrix product (the
 ``|t|^2 - 2 s.t`` expansion, one BLAS call per chunk) is an order of magnitude faster.
 

@@ -8,7 +8,7 @@ same passes built by doubling from ``torch.maximum`` (the max over 2w is the max
 overlapping w-maxima, so width 15 takes four elementwise passes per axis), in cache-sized stripes,
 take ~50 ms. Both are exact, so both equal the NumPy backend bit for bit.
 
-EDGES. The seed padded the field by repeating its border (scipy's ``mode="nearest"``). For a
+EDGES. The contract pads the field by repeating its border (scipy's ``mode="nearest"``). For a
 MAXIMUM that is the same as ignoring the outside: a window that crosses an edge already holds the
 border pixel the padding would repeat. So the GPU passes use max-pool's own implicit padding
 (which never wins) and no padded copy of the field is made; the CPU passes pad explicitly.

@@ -28,7 +28,7 @@ from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's
 
 NAME = "torch"
 PRIORITY = 300.0
-"""Highest of the shipped backends (the seed's order: torch, then cupy, then numpy)."""
+"""Highest of the shipped backends (spaCR's order: torch, then cupy, then numpy)."""
 
 SPACR_ACCEL_PLUGIN = Declaration(
     name=NAME, priority=PRIORITY, accelerated=True,
