@@ -338,3 +338,28 @@ def test_resolve_in_a_process_without_a_device_node_never_imports_torch() -> Non
     if out == ["node"]:
         pytest.skip("this machine has a GPU device node")
     assert out[-1] == "False"
+
+
+def test_discovery_checks_the_architecture_through_nvml_not_cuda(
+        stand_in: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Discovery decides whether the torch backend serves automatic dispatch: a card the wheel has
+    # no kernels for must not be offered, and asking its capability must not initialise CUDA.
+    cuda = stand_in.Cuda(names=["NVIDIA GeForce RTX 5090"], arches=WHEEL_ARCHES, capability=(12, 0),
+                         forbid_names=True)
+    monkeypatch.setattr(_probe, "_import_torch", lambda: stand_in.torch(cuda=cuda, release="2.5.1+cu121"))
+    monkeypatch.setattr(_probe, "nvml_capabilities", lambda: [(12, 0)])
+    found = _probe.detect()
+    assert found is not None and not found.usable and "no kernels for sm_120" in found.note
+    assert cuda.cu_init == []
+    monkeypatch.setattr(_probe, "nvml_capabilities", lambda: [(12, 0), (8, 6)])  # one card can run it
+    assert _probe.detect().usable  # type: ignore[union-attr]
+    monkeypatch.setattr(_probe, "nvml_capabilities", lambda: None)  # NVML cannot say: the kernel check will
+    assert _probe.detect().usable  # type: ignore[union-attr]
+
+
+def test_nvml_capabilities_without_nvml_is_none_not_an_error() -> None:
+    import ctypes.util
+
+    if ctypes.util.find_library("nvidia-ml"):
+        pytest.skip("NVML is installed here")
+    assert _probe.nvml_capabilities() is None
