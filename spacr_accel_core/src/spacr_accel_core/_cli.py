@@ -208,8 +208,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line.
 
     :param argv: the arguments after the program name; ``None`` reads :data:`sys.argv`.
-    :returns: the exit code (see the module docstring). Usage errors exit 2 through argparse.
+    :returns: the exit code (see the module docstring). Usage errors exit 2 through argparse; the
+        bare command prints the help and exits 0 (a newcomer's first try is not a mistake).
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        try:
+            build_parser().print_help()
+        except BrokenPipeError:  # ``spacr-accel | head``
+            _silence_stdout()
+        return 0
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:  # told by the subcommand's parser, so the usage shown is the one that applies
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
