@@ -53,7 +53,8 @@ def test_backend_info_says_unusable_with_the_runtime_reason(monkeypatch: pytest.
     # Past the cheap OS check, CuPy itself is asked, and its real CUDARuntimeError is the note.
     monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
     info = _plugin.spacr_accel_backend_info()
-    assert (info.name, info.priority, info.accelerated, info.usable) == ("cupy", 200.0, True, False)
+    declared = _plugin.SPACR_ACCEL_PLUGIN
+    assert (declared.name, declared.priority, declared.accelerated, info.usable) == ("cupy", 200.0, True, False)
     assert "cupy cannot reach a CUDA device: CUDARuntimeError" in info.note
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 import types
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -459,9 +460,11 @@ def gpu_torch() -> Iterator[types.ModuleType]:
     """The torch backend's primitives under a plugin that claims a usable GPU (the CPU here)."""
     module = types.ModuleType("gpu_torch_stand_in")
 
+    module.SPACR_ACCEL_PLUGIN = replace(_plugin.SPACR_ACCEL_PLUGIN, name="gputorch", priority=1000.0)  # type: ignore[attr-defined]
+
     @hookimpl
     def spacr_accel_backend_info() -> BackendInfo:
-        return BackendInfo(name="gputorch", priority=1000.0, accelerated=True, usable=True)
+        return BackendInfo(usable=True)
 
     module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
     module.spacr_accel_maximum_filter = _plugin.spacr_accel_maximum_filter  # type: ignore[attr-defined]
@@ -495,7 +498,8 @@ def test_a_card_filled_mid_plate_falls_through_to_numpy(gpu_torch: types.ModuleT
 
 def test_backend_info_tells_the_truth_about_this_machine() -> None:
     info = _plugin.spacr_accel_backend_info()
-    assert (info.name, info.priority, info.accelerated) == ("torch", 300.0, True)
+    declared = _plugin.SPACR_ACCEL_PLUGIN
+    assert (declared.name, declared.priority, declared.accelerated) == ("torch", 300.0, True)
     assert ops.accelerated_backends()[-1] == "numpy"
     if the_machine_has_a_gpu():
         assert info.usable and ops.accelerated_backends()[0] == "torch"
