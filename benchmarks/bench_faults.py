@@ -30,9 +30,9 @@ import sys
 import json, threading, time, types
 import numpy as np
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, hookimpl, ops
+from spacr_accel_core import Declaration, hookimpl, ops
 hung = types.ModuleType("hung")
-hung.SPACR_ACCEL_BACKEND = BackendInfo(name="hung", priority=10_000.0, accelerated=False)
+hung.SPACR_ACCEL_PLUGIN = Declaration(name="hung", priority=10_000.0, accelerated=False)
 hung.spacr_accel_backend_info = hookimpl(lambda: threading.Event().wait())
 hung.spacr_accel_matmul = hookimpl(lambda first, second: np.matmul(first, second))
 if {register}:
