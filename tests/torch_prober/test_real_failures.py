@@ -363,3 +363,30 @@ def test_nvml_capabilities_without_nvml_is_none_not_an_error() -> None:
     if ctypes.util.find_library("nvidia-ml"):
         pytest.skip("NVML is installed here")
     assert _probe.nvml_capabilities() is None
+
+
+def kfd(tmp_path: Any, *versions: int) -> str:
+    """A KFD topology: node 0 the CPU (version 0), then one node per GPU."""
+    for index, version in enumerate((0, *versions)):
+        node = tmp_path / "nodes" / str(index)
+        node.mkdir(parents=True)
+        (node / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\nmax_waves_per_simd 16\n")
+    return str(tmp_path / "nodes")
+
+
+def test_kfd_targets(tmp_path: Any) -> None:
+    assert _probe.kfd_gfx_targets(kfd(tmp_path, 100302, 90010)) == ["gfx1032", "gfx90a"]
+    assert _probe.kfd_gfx_targets(str(tmp_path / "absent")) is None
+
+
+def test_rocm_discovery_checks_the_target_through_kfd(stand_in: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Any) -> None:
+    nodes = kfd(tmp_path, 100302)
+    monkeypatch.setattr(_probe, "KFD_NODES", nodes)
+    cuda = stand_in.Cuda(names=["AMD Radeon RX 6600"], arches=ROCM_ARCHES, forbid_names=True)
+    monkeypatch.setattr(_probe, "_import_torch", lambda: stand_in.torch(cuda=cuda, hip="6.2.41133"))
+    found = _probe.detect()
+    assert found is not None and not found.usable
+    assert "no ROCm kernels for gfx1032" in found.note and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in found.note
+    monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "10.3.0")
+    assert _probe.detect().usable  # type: ignore[union-attr]

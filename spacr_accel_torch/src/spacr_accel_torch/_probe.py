@@ -252,8 +252,9 @@ def _cuda_or_rocm(torch: Any, device_names: bool, index: int = 0, *, fork_safe: 
                             bfloat16=_bf16_native(cuda) if device_names else True)
     if device_names:  # the architecture is a device-property query, like the name
         problem = _arch_problem(torch, cuda, index, name or found.label, bool(hip))
-    elif fork_safe and not hip:  # discovery: the capability from NVML, no CUDA context
-        problem = _discovery_arch_problem(torch, cuda, found.label)
+    elif fork_safe:  # discovery: the architecture from NVML or the KFD topology, no context
+        problem = (_discovery_gfx_problem(torch, cuda, found.label) if hip
+                   else _discovery_arch_problem(torch, cuda, found.label))
     else:
         problem = ""
     if problem:
@@ -436,6 +437,61 @@ def nvml_capabilities() -> list[tuple[int, int]] | None:
     except (OSError, AttributeError) as exc:  # no NVML here, or one without these calls
         logger.debug("NVML cannot list compute capabilities: %s", _describe(exc))
         return None
+
+
+KFD_NODES: Final = "/sys/class/kfd/kfd/topology/nodes"
+"""Where the AMD kernel driver lists each GPU's gfx target (``gfx_target_version 100302``)."""
+
+
+def kfd_gfx_targets(nodes: str | None = None) -> list[str] | None:
+    """Every AMD GPU's gfx target from the kernel driver's topology, or None where it cannot say.
+
+    The ROCm counterpart of :func:`nvml_capabilities`: a sysfs read, no HIP runtime, so discovery
+    stays fork-safe. ``gfx_target_version`` is major * 10000 + minor * 100 + stepping (``100302``
+    is gfx1032, ``90010`` is gfx90a); CPU nodes report 0 and are skipped.
+
+    :param nodes: the topology directory; :data:`KFD_NODES` when not given (a test passes its own).
+    """
+    nodes = KFD_NODES if nodes is None else nodes
+    try:
+        entries = sorted(os.listdir(nodes))
+    except OSError:
+        return None
+    targets = []
+    for entry in entries:
+        try:
+            with open(os.path.join(nodes, entry, "properties"), encoding="ascii") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        match = re.search(r"^gfx_target_version\s+(\d+)$", text, re.MULTILINE)
+        if match is None or int(match.group(1)) == 0:
+            continue
+        value = int(match.group(1))
+        target = gfx_from_override(f"{value // 10000}.{(value // 100) % 100}.{value % 100}")
+        if target:
+            targets.append(target)
+    return targets or None
+
+
+def _discovery_gfx_problem(torch: Any, cuda: Any, card: str) -> str:
+    """Discovery's ROCm target check, fork-safe: the KFD topology against the build's targets,
+    honouring ``HSA_OVERRIDE_GFX_VERSION``; said only when no card can run the build."""
+    try:
+        shipped = [gfx_target(str(a)) for a in cuda.get_arch_list()]
+    except Exception:  # an old torch or a stand-in without the query: nothing to check against
+        return ""
+    targets = kfd_gfx_targets() if shipped else None
+    if not targets:
+        return ""
+    override = gfx_from_override(os.environ.get(HSA_OVERRIDE, ""))
+    if any((override or target) in shipped for target in targets):
+        return ""
+    nearest = _override_for(targets[0], shipped)
+    fix = (f"set {HSA_OVERRIDE}={nearest[1]} before starting Python, to run it as {nearest[0]}, which "
+           "this build ships" if nearest else f"install a ROCm build that ships {targets[0]}: {PYTORCH_INSTALL}")
+    return (f"this PyTorch {_torch_version(torch)} ships no ROCm kernels for {', '.join(targets)}, the "
+            f"{card}'s target; it ships {', '.join(shipped)}. Fix: {fix}")
 
 
 def _discovery_arch_problem(torch: Any, cuda: Any, card: str) -> str:
