@@ -1,0 +1,158 @@
+"""Exact ``k`` nearest neighbours within an optional distance on a uniform grid, for 1 to 3 coordinates.
+
+WHY THE GRID AGAIN. The cell list of :mod:`._grid` answers one neighbour from a source's own ring
+of cells; ``k`` neighbours need only the ``k``-th best in place of the best as the pruning bound
+(:func:`._science_kernels.grid_k_query`). A ``max_distance`` is that bound from the start: a source
+whose nearest target is farther than it visits the cells within it and stops, so the half of a
+shifted second field that has no partner costs almost nothing.
+
+WHY THE SOURCES ARE BUCKETED FIRST. Visited in the order given, neighbouring sources of a random
+list touch cells far apart; bucketed by the same grid (one counting sort), consecutive sources
+read the same cells from cache. The answers are scattered back to the caller's order.
+
+WHAT IT SHARES WITH THE FLOOR. Duplicated points go through the floor's
+:func:`~spacr_accel_numpy._knearest.search_distinct`, and the answer's float32 form is the floor's
+:func:`~spacr_accel_numpy._knearest.finish`: the same answer bit for bit, whichever ran. Targets
+crowded into few cells (tight clusters) are declined, as :mod:`._grid` declines them: a tree
+answers those faster.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+
+import numpy as np
+
+from spacr_accel_core import BackendDeclined
+from spacr_accel_core.tiling import cpu_threads, run_parts
+from spacr_accel_numpy._knearest import finish, padded_bound, search_distinct
+
+from ._grid import DIMENSIONS
+
+_log = logging.getLogger(__name__)
+
+_CROWD = 64  # targets in one cell (per two neighbours asked) beyond which the data is clustered
+_MOST_CELLS = 4096  # cells a source may visit before it is settled by brute force instead
+_SLACK = 2.0 ** -40  # relative to the coordinates' magnitude: far above every rounding, far below any distance
+_BRUTE_PAIRS = 1 << 26  # comparisons the brute force may make for unsettled sources in one call
+_MIN_THREADED = 1 << 13  # sources below which one thread answers
+
+
+def kernels() -> ModuleType:
+    """The compiled loops (imports numba and loads or compiles them on first use)."""
+    from . import _science_kernels
+
+    return _science_kernels
+
+
+def _cells(target: np.ndarray, per_cell: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(low, edge, inverse, cells)`` of a grid over ``target``'s bounding box, ~``per_cell`` per cell."""
+    count, dims = target.shape
+    low = np.zeros(3)
+    high = np.zeros(3)
+    low[:dims] = target.min(axis=0)
+    high[:dims] = target.max(axis=0)
+    extent = high - low
+    live = [axis for axis in range(dims) if extent[axis] > 0]
+    cells = np.ones(3, dtype=np.int64)
+    wanted = max(1.0, count / per_cell)
+    if live:
+        side = float(np.prod(extent[live]) / wanted) ** (1.0 / len(live))
+        while True:  # a thin, long cloud must not make the grid far larger than the targets
+            for axis in live:
+                cells[axis] = max(1, min(int(np.ceil(extent[axis] / side)), count))
+            if int(np.prod(cells)) <= 4 * wanted:
+                break
+            side *= 1.25
+    edge = np.ones(3)
+    inverse = np.zeros(3)
+    for axis in live:
+        edge[axis] = extent[axis] / cells[axis]
+        inverse[axis] = cells[axis] / extent[axis]
+    return low, edge, inverse, cells
+
+
+def _per_cell(k: int) -> float:
+    """Targets per cell: 2 for one neighbour (measured by :mod:`._grid`); about ``k`` for more, so a
+    source's ``k`` nearest mostly lie in its own ring of cells."""
+    return max(2.0, float(k))
+
+
+def grid_search(source: np.ndarray, target: np.ndarray, k: int,
+                bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """The exact first ``min(k, M)`` targets within ``bound`` of every source, by the grid.
+
+    :param source: float32 or float64 ``(N, D)``, ``1 <= D <= 3``, finite.
+    :param target: likewise ``(M, D)``, ``M >= 1``.
+    :param bound: the padded search radius (:func:`~spacr_accel_numpy._knearest.padded_bound`).
+    :returns: int64 indices and float64 exact squared distances, ``(N, min(k, M))``, ``-1``/``inf``
+        where no target lies within ``bound``.
+    :raises BackendDeclined: crowded targets, or too many sources far from every target.
+    """
+    compiled = kernels()
+    from . import _kernels
+
+    s64 = np.ascontiguousarray(source, dtype=np.float64)
+    t64 = np.ascontiguousarray(target, dtype=np.float64)
+    n, m = s64.shape[0], t64.shape[0]
+    have = min(k, m)
+    low, edge, inverse, cells = _cells(t64, _per_cell(have))
+    starts, order, ordered, crowd = _kernels.grid_build(t64, low, inverse, cells)
+    if crowd > _CROWD * max(1, have // 2):
+        raise BackendDeclined(f"the targets crowd {crowd} into one grid cell (clustered or repeated points): "
+                              "a tree answers them faster")
+    _, source_order, bucketed, _ = _kernels.grid_build(s64, low, inverse, cells)
+    found = np.empty((n, have), dtype=np.int64)
+    squared = np.empty((n, have), dtype=np.float64)
+    scale = max(float(np.abs(t64).max()), float(np.abs(s64).max()), 1e-300)
+    limit = bound * bound if np.isfinite(bound) else np.inf
+    threads = 1 if n < _MIN_THREADED else cpu_threads()
+    edges = np.linspace(0, n, threads + 1).astype(np.int64)
+    parts = [(bucketed, low, edge, inverse, cells, starts, order, ordered, scale * _SLACK, _MOST_CELLS, limit,
+              m, found, squared, int(edges[i]), int(edges[i + 1])) for i in range(threads)]
+    unsettled = sum(run_parts(compiled.grid_k_query, parts))
+    if unsettled:
+        if unsettled * m > _BRUTE_PAIRS:
+            raise BackendDeclined(f"{unsettled} sources lie far from every target: a tree answers them faster")
+        compiled.brute_k_rows(bucketed, t64, np.flatnonzero(found[:, 0] == -2), limit, m, found, squared)
+    index = np.empty_like(found)
+    best = np.empty_like(squared)
+    index[source_order] = found
+    best[source_order] = squared
+    missing = index >= m
+    index[missing] = -1
+    best[missing] = np.inf
+    return index, best
+
+
+def k_nearest(source: np.ndarray, target: np.ndarray, k: int,
+              max_distance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each source's ``k`` nearest targets within ``max_distance``, exactly, lowest index among equals.
+
+    :param source: float32 ``(N, D)`` C-contiguous, finite, ``D <= 3`` (as the core hands a plugin).
+    :param target: float32 ``(M, D)``, likewise; ``M`` may be below ``k`` or 0.
+    :param k: neighbours per source, at least 1.
+    :param max_distance: neighbours whose float32 distance exceeds it are ``-1``/``inf``; it also
+        prunes the search.
+    :returns: int64 ``(N, k)`` and float32 ``(N, k)``, nearest first: the NumPy floor's answer.
+    :raises BackendDeclined: more than 3 coordinates, crowded targets, or too many sources far
+        from every target (the floor answers those).
+    """
+    if source.shape[1] > DIMENSIONS:
+        raise BackendDeclined(f"the grid takes at most {DIMENSIONS} coordinates, not {source.shape[1]}")
+    n, m = source.shape[0], target.shape[0]
+    if n == 0 or m == 0:
+        return finish(np.full((n, 0), -1, np.int64), np.zeros((n, 0)), k, max_distance)
+    bound = padded_bound(max_distance)
+
+    def search(points: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return grid_search(points, targets, k, bound)
+
+    return search_distinct(search, source, target, k, max_distance)
+
+
+def warm_job() -> object:
+    """Compile (or load) the kernels on inputs of exactly the driver's types: for a warm-up."""
+    points = np.arange(12, dtype=np.float32).reshape(4, 3)
+    return k_nearest(points, points[::-1].copy(), 2, 5.0)

@@ -1,0 +1,139 @@
+"""numba's k nearest, Hamming and local maxima against the NumPy floor (bit for bit) and the reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from spacr_accel_core import BackendDeclined, reference
+from spacr_accel_numpy import _hamming as floor_hamming
+from spacr_accel_numpy import _knearest as floor_knearest
+from spacr_accel_numpy import _peaks as floor_peaks
+
+pytest.importorskip("numba")
+
+from spacr_accel_numba import _hamming, _knearest, _peaks  # after the skip: needs numba
+
+
+def _same(got: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.ndarray]) -> None:
+    assert got[0].dtype == np.int64 and got[1].dtype == np.float32
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert got[1].tobytes() == expected[1].tobytes()
+
+
+def _grid_answer(source: np.ndarray, target: np.ndarray, k: int,
+                 limit: float | None) -> tuple[np.ndarray, np.ndarray] | None:
+    try:
+        return _knearest.k_nearest(source, target, k, limit)
+    except BackendDeclined:
+        return None
+
+
+@st.composite
+def _point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    width = draw(st.integers(1, 3))
+    n, m = draw(st.integers(1, 300)), draw(st.integers(1, 300))
+    if draw(st.booleans()):  # a lattice: ties at every place, some duplicates
+        span = draw(st.sampled_from([3, 8, 30]))
+        grid = st.integers(-span, span)
+        return (draw(hnp.arrays(np.int32, (n, width), elements=grid)).astype(np.float32),
+                draw(hnp.arrays(np.int32, (m, width), elements=grid)).astype(np.float32))
+    values = st.floats(-1000, 1000, width=32)
+    return (draw(hnp.arrays(np.float32, (n, width), elements=values)),
+            draw(hnp.arrays(np.float32, (m, width), elements=values)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_point_sets(), st.integers(1, 6), st.sampled_from([None, 0.0, 1.0, 2.0, 40.0]))
+def test_k_nearest_equals_the_floor_and_the_reference(points: tuple[np.ndarray, np.ndarray], k: int,
+                                                      limit: float | None) -> None:
+    source, target = points
+    got = _grid_answer(source, target, k, limit)
+    expected = reference.k_nearest(source, target, k, limit)
+    if got is not None:
+        _same(got, expected)
+    _same(floor_knearest.k_nearest(source, target, k, limit), expected)
+
+
+def test_k_nearest_on_a_shifted_field_and_a_lattice() -> None:
+    rng = np.random.default_rng(11)
+    source = rng.random((6000, 2)).astype(np.float32)
+    target = (rng.random((5000, 2)) + np.array([0.5, 0.0])).astype(np.float32)
+    for k, limit in ((1, None), (4, None), (2, 0.02), (1, 0.0)):
+        _same(_knearest.k_nearest(source, target, k, limit), floor_knearest.k_nearest(source, target, k, limit))
+    lattice = np.stack(np.meshgrid(np.arange(60), np.arange(50)), -1).reshape(-1, 2).astype(np.float32)
+    points = np.ascontiguousarray(lattice[rng.permutation(len(lattice))])
+    half = np.ascontiguousarray(points[:700] + np.float32(0.5))
+    for k in (1, 3, 4, 8):
+        _same(_knearest.k_nearest(half, points, k), floor_knearest.k_nearest(half, points, k))
+        _same(_knearest.k_nearest(points[:500], points, k, 1.0), reference.k_nearest(points[:500], points, k, 1.0))
+
+
+def test_k_nearest_three_coordinates_and_far_sources() -> None:
+    rng = np.random.default_rng(12)
+    target = rng.random((3000, 3)).astype(np.float32)
+    source = np.concatenate([rng.random((400, 3)), rng.random((20, 3)) * 1e4]).astype(np.float32)
+    _same(_knearest.k_nearest(source, target, 5), reference.k_nearest(source, target, 5))
+
+
+def test_k_nearest_declines_what_the_grid_cannot_serve() -> None:
+    with pytest.raises(BackendDeclined, match="coordinates"):
+        _knearest.k_nearest(np.zeros((3, 4), np.float32), np.zeros((3, 4), np.float32), 1)
+    rng = np.random.default_rng(13)
+    cluster = np.concatenate([rng.random((3000, 2)) * 1e-3, [[1000.0, 1000.0]]]).astype(np.float32)
+    with pytest.raises(BackendDeclined, match="crowd"):
+        _knearest.k_nearest(cluster[:10], cluster, 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 1500), st.sampled_from([1, 5, 8, 32, 40]), st.integers(1, 5),
+       st.sampled_from([None, 0, 9, 100.5]), st.data())
+def test_hamming_equals_the_floor(n: int, m: int, width: int, k: int, limit: float | None,
+                                  data: st.DataObject) -> None:
+    values = st.sampled_from([0, 1, 7, 255]) if data.draw(st.booleans()) else st.integers(0, 255)
+    source = data.draw(hnp.arrays(np.uint8, (n, width), elements=values))
+    target = data.draw(hnp.arrays(np.uint8, (m, width), elements=values))
+    _same(_hamming.hamming_nearest(source, target, k, limit), floor_hamming.hamming_nearest(source, target, k, limit))
+
+
+def test_hamming_threaded_against_the_reference() -> None:
+    rng = np.random.default_rng(14)
+    source = rng.integers(0, 256, (700, 32), dtype=np.uint8)
+    target = rng.integers(0, 256, (3000, 32), dtype=np.uint8)
+    target[2000:] = target[:1000]  # every distance tied at least twice: the lower index must win
+    _same(_hamming.hamming_nearest(source, target, 2), reference.hamming_nearest(source, target, 2))
+
+
+@st.composite
+def _stacks(draw: st.DrawFn) -> np.ndarray:
+    lead = draw(st.sampled_from([(), (3,), (2, 2)]))
+    shape = (*lead, draw(st.integers(1, 30)), draw(st.integers(1, 30)))
+    if draw(st.booleans()):
+        return draw(hnp.arrays(np.uint16, shape, elements=st.integers(0, 3)))
+    elements = st.sampled_from([0.0, -0.0, 1.0, 2.0, 0.1, -math.inf, math.nan, math.inf])
+    return draw(hnp.arrays(np.float32, shape, elements=elements))
+
+
+@settings(max_examples=80, deadline=None)
+@given(_stacks(), st.integers(1, 9), st.sampled_from([None, 0.0, 0.1, 1.5, -math.inf]))
+def test_local_maxima_equals_the_floor_and_the_reference(field: np.ndarray, size: int,
+                                                         threshold: float | None) -> None:
+    got = _peaks.local_maxima(field, size, threshold)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, floor_peaks.local_maxima(field, size, threshold))
+    np.testing.assert_array_equal(got, reference.local_maxima(field, size, threshold).reshape(got.shape))
+
+
+@pytest.mark.parametrize("shape", [(700, 650), (5, 130, 170), (2, 520, 530)])
+def test_local_maxima_threaded_bands_and_fields(shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(15)
+    field = rng.random(shape).astype(np.float32)
+    field[..., 100:140, 200:260] = np.float32(0.75)  # a plateau: every pixel of it a maximum
+    for size, threshold in ((7, 0.5), (4, None), (31, 0.1)):
+        np.testing.assert_array_equal(_peaks.local_maxima(field, size, threshold),
+                                      floor_peaks.local_maxima(field, size, threshold))
