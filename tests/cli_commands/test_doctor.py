@@ -211,7 +211,8 @@ def test_blocked_and_restricted_by_the_environment_in_a_subprocess() -> None:
     assert report["backends"]["gpu"] == ["numpy"]
 
 
-@pytest.mark.parametrize("argv", [[], ["doctor", "--bogus"], ["bench", "--repeat", "0"], ["nothing"]])
+# A bare ``spacr-accel`` prints the help and exits 0 (tests/cli_commands/test_cli_bare.py).
+@pytest.mark.parametrize("argv", [["doctor", "--bogus"], ["bench", "--repeat", "0"], ["nothing"]])
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         _cli.main(argv)
