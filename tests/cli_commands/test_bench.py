@@ -104,7 +104,7 @@ def test_quick_json_agrees_for_numpy_and_torch(capsys: pytest.CaptureFixture[str
     if torch_row is None or not torch_row.operations:
         pytest.skip("the torch backend is not installed or implements no operation yet")
     torch = results(report, "torch")
-    for operation in torch_row.operations:
+    for operation in set(torch_row.operations) & set(OPERATIONS):  # the bench's three
         assert torch[operation]["status"] == "ok", torch[operation]["reason"]
         assert torch[operation]["agrees"] is True, torch[operation]["detail"]
         assert torch[operation]["speedup"] > 0
