@@ -66,9 +66,27 @@ def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
 
 
 @hookimpl
-def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    index, squared = nearest_squared(source, target, _warm.kernels_for)
-    return index, distances(squared)
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
+                                   max_distance: float | None, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    if metric == "hamming":
+        from ._hamming import hamming_nearest
+
+        index, distance = hamming_nearest(source, target, k, max_distance)
+    elif k == 1 and max_distance is None:  # the per-tile case: the k = 1 grid and the wide search
+        index, squared = nearest_squared(source, target, _warm.kernels_for)
+        return index, distances(squared)
+    else:
+        from ._knearest import k_nearest
+
+        index, distance = k_nearest(source, target, k, max_distance)
+    return (index[:, 0].copy(), distance[:, 0].copy()) if k == 1 else (index, distance)
+
+
+@hookimpl
+def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
+    from ._peaks import local_maxima
+
+    return local_maxima(field, size, threshold)
 
 
 def filtered(field: np.ndarray, size: int, kernels_for: Callable[[str], ModuleType]) -> np.ndarray:
