@@ -360,3 +360,13 @@ def test_each_row_says_which_device_ran(
     lines = capsys.readouterr().out.splitlines()
     assert any(line.split()[:3] == ["carded", "ok", "cuda:7"] for line in lines), lines
     assert any(line.split()[:3] == ["numpy", "ok", "cpu"] for line in lines), lines
+
+
+def test_a_usable_accelerated_backend_the_accelerator_cannot_name_ran_on_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import spacr_accel_core.accelerator
+
+    monkeypatch.setattr(spacr_accel_core.accelerator, "device_string", lambda: "cpu")
+    devices = _bench._Devices({"cupy": True, "torch": True, "numpy": False}, {"cupy": True, "torch": False})
+    assert devices.of("cupy") == "gpu"  # CuPy reached its card; no prober names it
+    assert devices.of("torch") == "cpu"  # forced onto the CPU
+    assert devices.of("numpy") == "cpu"

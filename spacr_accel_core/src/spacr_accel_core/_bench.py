@@ -212,11 +212,17 @@ class _Devices:
     """Where each backend that answered ran: ``cpu`` for a backend that needs no device, else the
     device the accelerator resolved (what torch runs on; ``cpu`` when it is forced onto the CPU).
 
+    An accelerated backend that is usable here (it reached a device of its own) while the
+    accelerator resolved only the CPU (no prober names that device: CuPy without torch) ran on
+    ``gpu``: its card, not the CPU.
+
     :param accelerated: ``name -> whether the plugin needs a device``, from its row.
+    :param usable: ``name -> whether its row's status is ok`` (it has a device here).
     """
 
-    def __init__(self, accelerated: dict[str, bool]) -> None:
+    def __init__(self, accelerated: dict[str, bool], usable: dict[str, bool] | None = None) -> None:
         self._accelerated = accelerated
+        self._usable = usable or {}
         self._device: str | None = None
 
     def of(self, name: str) -> str:
@@ -233,6 +239,8 @@ class _Devices:
                 self._device = device_string()
             except Exception as exc:  # never let the label cost the table
                 self._device = f"unknown ({_describe(exc)})"
+        if self._device == "cpu" and self._usable.get(name, False):
+            return "gpu"
         return self._device
 
 
@@ -454,7 +462,8 @@ def run(
     warm_up(*names)
     work = cases(quick)
     implemented = _implemented(names)
-    devices = _Devices({row.name: row.accelerated for row in plugins() if row.name in names})
+    rows = [row for row in plugins() if row.name in names]
+    devices = _Devices({row.name: row.accelerated for row in rows}, {row.name: row.status == "ok" for row in rows})
     bar = Progress(progress, total=len(work) * len(names) * (1 + repeats))
     report: Report = {
         "schema_version": SCHEMA_VERSION,
