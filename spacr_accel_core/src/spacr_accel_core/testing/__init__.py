@@ -68,13 +68,14 @@ def reference_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
     contract's sign of zero (a maximum of zero is ``+0.0``).
 
     :param field: a 2-D array.
-    :param size: the window edge (even raised to odd; ``<= 1`` is a copy).
+    :param size: the window edge (even raised to odd; ``<= 1`` is a copy, its zeros ``+0.0`` too).
     """
-    data = np.asarray(field).astype(np.float32)
+    with np.errstate(over="ignore"):  # float64 beyond float32's range is inf, quietly
+        data = np.asarray(field).astype(np.float32)
     if size % 2 == 0:
         size += 1
     if size <= 1 or data.size == 0:
-        return data.copy()
+        return data + np.float32(0.0)
     radius = size // 2
     padded = np.pad(data, radius, mode="edge")
     windows = np.lib.stride_tricks.sliding_window_view(padded, (size, size))
