@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spacr_accel_core import accelerator
+from spacr_accel_core import _cellpose, accelerator
 from spacr_accel_core.accelerator import Accelerator
 
 Resolved = Callable[[Accelerator], Any]
@@ -20,7 +20,7 @@ CPU = torch.device("cpu")
 @pytest.fixture
 def cellpose(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
     """A stand-in ``cellpose.dynamics`` whose ``remove_bad_flow_masks`` records what it was given."""
-    monkeypatch.setattr(accelerator._CACHE, "flow_patch_applied", False)
+    monkeypatch.setattr(_cellpose._PATCH, "applied", False)
     package = types.ModuleType("cellpose")
     dynamics = types.ModuleType("cellpose.dynamics")
     dynamics.calls = []  # type: ignore[attr-defined]  # a stand-in module gains attributes at run time
@@ -80,24 +80,24 @@ def test_metal_pins_the_flow_error_pass_to_the_cpu(resolved: Resolved, kinds: di
 
 
 def test_the_workaround_is_idempotent(cellpose: types.ModuleType) -> None:
-    accelerator._keep_cellpose_flows_off_metal()
+    _cellpose._keep_cellpose_flows_off_metal()
     once = cellpose.remove_bad_flow_masks
-    accelerator._keep_cellpose_flows_off_metal()
-    accelerator._CACHE.flow_patch_applied = False  # even a second attempt must not wrap twice
-    accelerator._keep_cellpose_flows_off_metal()
+    _cellpose._keep_cellpose_flows_off_metal()
+    _cellpose._PATCH.applied = False  # even a second attempt must not wrap twice
+    _cellpose._keep_cellpose_flows_off_metal()
     assert cellpose.remove_bad_flow_masks is once
     once("m", "f", device="mps")
     assert len(cellpose.calls) == 1
 
 
 def test_the_workaround_is_a_no_op_without_cellpose(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(accelerator._CACHE, "flow_patch_applied", False)
+    monkeypatch.setattr(_cellpose._PATCH, "applied", False)
     monkeypatch.setitem(sys.modules, "cellpose", None)  # `import cellpose` raises ImportError
-    accelerator._keep_cellpose_flows_off_metal()
-    assert accelerator._CACHE.flow_patch_applied
+    _cellpose._keep_cellpose_flows_off_metal()
+    assert _cellpose._PATCH.applied
 
 
 def test_the_workaround_survives_a_cellpose_whose_internals_moved(cellpose: types.ModuleType) -> None:
     del cellpose.remove_bad_flow_masks
-    accelerator._keep_cellpose_flows_off_metal()
+    _cellpose._keep_cellpose_flows_off_metal()
     assert not hasattr(cellpose, "remove_bad_flow_masks")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from spacr_accel_core import HostDevice, _probers, accelerator
+from spacr_accel_core import HostDevice, _cellpose, _probers, accelerator
 from spacr_accel_core.accelerator import inspect_torch
 from spacr_accel_torch import _probe
 
@@ -284,7 +284,7 @@ def test_t4_bfloat16_is_emulated_so_cellpose_gets_float32(stand_in: Any, monkeyp
     found = select(monkeypatch, torch)
     assert found.is_gpu and found.bfloat16 is False
     assert made == ["float64"]  # accepting a bfloat16 tensor would not say it is native
-    monkeypatch.setattr(accelerator, "_cellpose_major", lambda: 4)
+    monkeypatch.setattr(_cellpose, "_cellpose_major", lambda: 4)
     assert accelerator.cellpose_kwargs()["use_bfloat16"] is False
 
 

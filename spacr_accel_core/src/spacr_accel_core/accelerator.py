@@ -38,16 +38,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import importlib.metadata
 import logging
 import os
 import platform
 import re
-import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ._bounded import DEFAULT_PROBE_TIMEOUT, ENV_PROBE_TIMEOUT, call_bounded
@@ -122,8 +118,7 @@ class _Cache:
     """The process's answers. Resolved once: probing costs a CUDA context on some drivers, and the
     answer cannot change inside a process (until :func:`spacr_accel_core.refresh`)."""
 
-    __slots__ = ("accelerator", "engines", "engines_pending", "flow_patch_applied", "hosts", "hosts_pending",
-                 "pending")
+    __slots__ = ("accelerator", "engines", "engines_pending", "hosts", "hosts_pending", "pending")
 
     def __init__(self) -> None:
         self.accelerator: Accelerator | None = None
@@ -132,7 +127,6 @@ class _Cache:
         self.pending: tuple[threading.Event, ...] = ()
         self.engines: tuple[str, ...] | None = None
         self.engines_pending: tuple[threading.Event, ...] = ()
-        self.flow_patch_applied = False  # set once _keep_cellpose_flows_off_metal has run
         self.hosts: tuple[HostDevice, ...] | None = None
         self.hosts_pending: tuple[threading.Event, ...] = ()
 
@@ -373,80 +367,6 @@ def _same_device(one: HostDevice, other: HostDevice) -> bool:
     return (one.vendor, one.name, one.kind) == (other.vendor, other.name, other.kind)
 
 
-@dataclass(frozen=True)
-class DeviceMemory:
-    """Free and total memory of one device, in bytes; ``None`` where it cannot be known.
-
-    :param device: the torch device string (``"cuda:0"``), or the host device's address or name
-        when only the operating system knows the card.
-    :param name: what the user recognises (``"NVIDIA GeForce RTX 4090"``).
-    :param free: bytes free now, ``None`` when unknown (a card torch does not use, Metal).
-    :param total: bytes in all, ``None`` when unknown.
-    :param source: where the numbers came from (``"torch.accelerator"``, ``"torch.cuda"``,
-        ``"sysfs"``), so a surprising figure can be checked.
-    """
-
-    device: str
-    name: str
-    free: int | None
-    total: int | None
-    source: str = ""
-
-
-def memory() -> tuple[DeviceMemory, ...]:
-    """Free and total memory per device: the one in use, then the other cards the OS lists.
-
-    NEVER INITIALISES A DEVICE THAT DISCOVERY WOULD NOT, and never imports torch: the device in
-    use is asked through torch only when :func:`resolve` chose it as usable (its kernel check has
-    already created the context) and torch is already imported. ``torch.accelerator.get_memory_info``
-    answers where torch has it, ``torch.cuda``/``torch.xpu.mem_get_info`` otherwise, and Metal
-    reports its recommended working set as the total (it has no "free"). Other cards get what
-    the OS reports without a vendor library (AMD's VRAM size), else ``None``. Never raises.
-    """
-    try:
-        found = resolve()
-        rows: list[DeviceMemory] = []
-        if found.is_gpu:
-            rows.append(_torch_memory(found))
-        for device in host_devices():
-            if found.is_gpu and found.name and device.name == found.name and len(rows) == 1:
-                continue  # the card in use is already reported, with torch's figures
-            rows.append(DeviceMemory(device.address or device.name, device.name, None, device.memory_total,
-                                     "sysfs" if device.memory_total is not None else ""))
-        return tuple(rows)
-    except Exception as exc:  # the promise is "never raises"
-        logger.debug("memory() failed: %s", _describe(exc))
-        return ()
-
-
-def _torch_memory(found: Accelerator) -> DeviceMemory:
-    """The usable device's memory through the torch the process already imported."""
-    name = found.name or found.label
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return DeviceMemory(found.device, name, None, None)
-    index = int(found.device.split(":")[1]) if ":" in found.device else 0
-    attempts: list[tuple[str, Any]] = [("torch.accelerator",
-                                        getattr(getattr(torch, "accelerator", None), "get_memory_info", None))]
-    family = {"cuda": "cuda", "rocm": "cuda", "xpu": "xpu"}.get(found.kind)
-    if family:
-        attempts.append((f"torch.{family}", getattr(getattr(torch, family, None), "mem_get_info", None)))
-    for source, query in attempts:
-        if query is None:
-            continue
-        try:
-            free, total = query(index)
-            return DeviceMemory(found.device, name, int(free), int(total), source)
-        except Exception as exc:  # an older torch, or a backend without the query: try the next
-            logger.debug("%s could not report memory: %s", source, _describe(exc))
-    if found.kind == "mps":
-        try:
-            return DeviceMemory(found.device, name, None, int(torch.mps.recommended_max_memory()), "torch.mps")
-        except Exception as exc:
-            logger.debug("torch.mps could not report memory: %s", _describe(exc))
-    return DeviceMemory(found.device, name, None, None)
-
-
 def _plugin_rows(found: Accelerator) -> list[tuple[str, bool, str]]:
     timeout = _probe_timeout()
     hook = "spacr_accel_capabilities"
@@ -620,173 +540,6 @@ def autocast_device_type() -> str | None:
     return "cuda" if found.kind in ("cuda", "rocm") else found.device.split(":")[0]
 
 
-def cellpose_gpu() -> bool:
-    """What to pass cellpose as ``gpu=``.
-
-    Cellpose does its own device resolution and already knows about MPS: ``assign_device(gpu=True)``
-    answers ``mps`` on a Metal machine. What it cannot do is guess, so it must be TOLD there is a
-    GPU. Passing ``torch.cuda.is_available()`` here pins a Mac to the CPU when no explicit device
-    is supplied. An explicit Cellpose device takes precedence.
-    """
-    found = resolve()
-    if found.kind == "mps" and found.usable:
-        _keep_cellpose_flows_off_metal()
-    return found.is_gpu
-
-
-def cellpose_kwargs() -> dict[str, Any]:
-    """Consistent device and weight precision for CellposeModel inference.
-
-    THREE ARGUMENTS THAT HAVE TO AGREE, which is why they are produced together rather than spelled
-    out at six call sites:
-
-    * ``gpu``: controls Cellpose's selection when no explicit device is supplied, including callers
-      that deliberately drop ``device`` below.
-    * ``device``: from the one resolver, so cellpose and spaCR cannot disagree about the same
-      machine; an explicit device takes precedence.
-    * ``use_bfloat16``: cpsam loads its weights in bfloat16 by default and Metal on torch 2.2 has no
-      bfloat16, so the default is ``TypeError: BFloat16 is not supported on MPS`` at construction.
-      float32 weights work there and cost VRAM, the right trade for a card that otherwise sits
-      idle. CPU inference also uses float32: bfloat16 support does not imply native arithmetic, and
-      emulation can be substantially slower. float32 arithmetic need not produce identical
-      predictions to bfloat16.
-
-    Callers that pass ``device=None`` on purpose (letting cellpose resolve it) should take ``gpu``
-    and ``use_bfloat16`` from here and drop ``device``.
-
-    ONLY WHAT THE INSTALLED CELLPOSE ACCEPTS: ``use_bfloat16`` arrived with Cellpose 4 (cpsam), and
-    Cellpose 3's ``CellposeModel`` raises ``TypeError`` on it, so it is left out below 4. The
-    version is read from the installed distribution's metadata, without importing Cellpose (which
-    imports torch); with no Cellpose installed, all three are given (the current Cellpose's set).
-
-    :returns: ``{"gpu": bool, "device": torch.device, "use_bfloat16": bool}``, without
-        ``use_bfloat16`` for Cellpose older than 4.
-    """
-    found = resolve()
-    if found.kind == "mps" and found.usable:
-        _keep_cellpose_flows_off_metal()
-    kwargs: dict[str, Any] = {"gpu": found.is_gpu, "device": found.torch_device}
-    major = _cellpose_major()
-    if major is None or major >= 4:
-        kwargs["use_bfloat16"] = found.is_gpu and found.bfloat16
-    return kwargs
-
-
-def _cellpose_major() -> int | None:
-    """The installed Cellpose's major version from its metadata, or None when it is not installed."""
-    try:
-        version = importlib.metadata.version("cellpose")
-    except (importlib.metadata.PackageNotFoundError, ValueError):
-        return None
-    match = re.match(r"\s*v?(\d+)", version)
-    return int(match.group(1)) if match else None
-
-
-_FLOW_PATCH_LOCK = threading.Lock()
-
-
-def _keep_cellpose_flows_off_metal() -> None:
-    """Run cellpose's flow-error pass on the CPU when the device is Metal.
-
-    A NARROW WORKAROUND FOR AN UPSTREAM BUG, stated precisely because monkeypatching someone
-    else's library needs a removal condition. ``cellpose.dynamics.masks_to_flows_gpu`` computes an
-    index one past the end on MPS (``IndexError: index 256 is out of bounds for axis 1 with size
-    256``), reproduced on a 256x256 image of ordinary round blobs that segments correctly on the CPU.
-
-    WHAT IS AND IS NOT MOVED. Only ``remove_bad_flow_masks`` goes back to the CPU: it is
-    post-processing over a finished mask, its own signature already defaults to the CPU, and it is
-    cheap. The network, which is essentially all of the runtime, stays on Metal.
-
-    TO REMOVE THIS: segment with a Metal device on a cellpose that has fixed the indexing, and
-    delete the function. It is idempotent, a no-op without cellpose, and never raises: a cellpose
-    whose internals have moved leaves spaCR on the working path it already had.
-    """
-    with _FLOW_PATCH_LOCK:
-        if _CACHE.flow_patch_applied:
-            return
-        _CACHE.flow_patch_applied = True
-        try:
-            dynamics = importlib.import_module("cellpose.dynamics")
-        except BaseException:  # no cellpose, or one whose import breaks: nothing to patch
-            logger.debug("cellpose is not importable; no flow-error workaround needed", exc_info=True)
-            return
-        try:
-            original = getattr(dynamics, "remove_bad_flow_masks", None)
-            if original is None or getattr(original, "_spacr_cpu_flows", False):
-                return
-
-            def on_the_cpu(masks: Any, flows: Any, threshold: float = 0.4, device: Any = None,
-                           **extra: Any) -> Any:
-                """Run Cellpose flow-error filtering on the CPU for Metal.
-
-                :param masks: label masks forwarded unchanged to Cellpose.
-                :param flows: flow field forwarded unchanged to Cellpose.
-                :param threshold: flow-error threshold forwarded to Cellpose.
-                :param device: ignored compatibility argument; the wrapped call always receives
-                    ``torch.device("cpu")``.
-                :param extra: any newer keyword Cellpose passes, forwarded unchanged.
-                :returns: the original ``remove_bad_flow_masks`` return value.
-                """
-                del device  # ignored on purpose: the whole point is to override it
-                cpu = importlib.import_module("torch").device("cpu")
-                return original(masks, flows, threshold=threshold, device=cpu, **extra)
-
-            functools.update_wrapper(on_the_cpu, original)
-            on_the_cpu.__doc__ = original.__doc__
-            setattr(on_the_cpu, "_spacr_cpu_flows", True)  # noqa: B010  (mypy rejects a plain attribute on a function)
-            setattr(dynamics, "remove_bad_flow_masks", on_the_cpu)  # noqa: B010  (mypy cannot see cellpose's module attributes)
-            logger.debug("cellpose flow-error pass pinned to the CPU (Metal indexing bug)")
-        except Exception:  # a cellpose whose internals moved: leave it as it is
-            logger.debug("could not apply the cellpose flow-error workaround", exc_info=True)
-
-
-def empty_cache(torch_module: Any = None) -> str:
-    """Hand the driver back whatever this backend caches. Never raises.
-
-    Freeing memory must not cost an ``import torch``: without ``torch_module``, when the
-    accelerator was never resolved and nothing imported torch, nothing can have been cached, so
-    this answers ``""`` at once, importing nothing and probing nothing.
-
-    :param torch_module: ask about THIS torch instead of the cached answer for the machine. A
-        resource-cleanup caller holding its own handle deliberately does not import torch just to
-        free memory, and a cached global would send the call to the wrong backend when that handle
-        is a stand-in.
-    :returns: the call that was made (e.g. ``"torch.cuda.empty_cache()"``, the line a user can look
-        up), or ``""`` when there was nothing to release.
-    """
-    try:
-        if torch_module is None:
-            if _CACHE.accelerator is None and "torch" not in sys.modules:
-                return ""  # never resolved, torch never imported: no device memory to hand back
-            found = resolve()
-        else:
-            found = inspect_torch(torch_module, device_names=False)
-        if not found.is_gpu:
-            return ""
-        hook = "spacr_accel_empty_cache"
-        impls = _hookimpls(hook, _probe_timeout())
-        if isinstance(impls, _NoPlugins):
-            return ""
-        timeout = _probe_timeout()
-        for name, function in impls:
-            # Bounded like a probe: a driver that hangs while freeing memory must not hang the
-            # caller, and a plugin's SystemExit is caught with the rest.
-            outcome = _bounded(
-                functools.partial(function, torch=torch_module, found=found),
-                timeout, f"empty_cache {name}")
-            if outcome.timed_out or outcome.error is not None:
-                why = "timed out" if outcome.timed_out else _describe(outcome.error)  # type: ignore[arg-type]  # error is set when not timed out
-                _warn_once(hook, name, "error", "plugin %r failed to empty its cache: %s", name, why)
-                continue
-            made = outcome.value
-            if isinstance(made, str) and made:
-                return made
-        return ""
-    except Exception as exc:  # the promise is "never raises"
-        logger.debug("empty_cache failed: %s", _describe(exc))
-        return ""
-
-
 def _after_fork_in_child() -> None:
     """Give a forked child fresh locks.
 
@@ -796,10 +549,9 @@ def _after_fork_in_child() -> None:
     stays valid: a walk the parent had in progress simply never completed in the child, which then
     walks on its own.
     """
-    global _LOCK, _FLOW_PATCH_LOCK, _HOST_LOCK  # noqa: PLW0603  (the module's locks are replaced, not mutated: that is the fix)
+    global _LOCK, _HOST_LOCK  # noqa: PLW0603  (the module's locks are replaced, not mutated: that is the fix)
     _LOCK = threading.Lock()
     _HOST_LOCK = threading.Lock()
-    _FLOW_PATCH_LOCK = threading.Lock()
     # Work the parent abandoned (a timed-out probe or discovery) has no thread in the child, so
     # its "done" event would never be set: forget it, and any answer that was waiting on it.
     _STUCK.done, _STUCK.bound = None, None
@@ -813,3 +565,8 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX only; Windows has no fork to survive
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# Defined in their own modules (each reads resolve() from here), public here.
+from ._cellpose import cellpose_gpu, cellpose_kwargs  # noqa: E402  (they import resolve from this module)
+from ._memory import DeviceMemory, empty_cache, memory  # noqa: E402  (likewise)
