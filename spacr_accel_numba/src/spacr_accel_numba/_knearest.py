@@ -10,11 +10,11 @@ WHY THE SOURCES ARE BUCKETED FIRST. Visited in the order given, neighbouring sou
 list touch cells far apart; bucketed by the same grid (one counting sort), consecutive sources
 read the same cells from cache. The answers are scattered back to the caller's order.
 
-WHAT IT SHARES WITH THE FLOOR. Duplicated points go through the floor's
-:func:`~spacr_accel_numpy._knearest.search_distinct`, and the answer's float32 form is the floor's
-:func:`~spacr_accel_numpy._knearest.finish`: the same answer bit for bit, whichever ran. Targets
-crowded into few cells (tight clusters) are declined, as :mod:`._grid` declines them: a tree
-answers those faster.
+WHAT IT SHARES WITH THE FLOOR. Targets repeated so often that they crowd a cell are searched
+again through the floor's :func:`~spacr_accel_numpy._knearest.search_distinct` (once per distinct
+point), and the answer's float32 form is the floor's :func:`~spacr_accel_numpy._knearest.finish`:
+the same answer bit for bit, whichever ran. Targets crowded into few cells otherwise (tight
+clusters) are declined, as :mod:`._grid` declines them: a tree answers those faster.
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ _BRUTE_PAIRS = 1 << 26  # comparisons the brute force may make for unsettled sou
 _MIN_THREADED = 1 << 13  # sources below which one thread answers
 
 
+class _Crowded(BackendDeclined):
+    """The targets crowd into few cells: repeated points (searched again as distinct ones) or a
+    tight cluster (declined)."""
+
+
 def kernels() -> ModuleType:
     """The compiled loops (imports numba and loads or compiles them on first use)."""
     from . import _science_kernels
@@ -46,13 +51,16 @@ def kernels() -> ModuleType:
     return _science_kernels
 
 
-def _cells(target: np.ndarray, per_cell: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(low, edge, inverse, cells)`` of a grid over ``target``'s bounding box, ~``per_cell`` per cell."""
+def _cells(target: np.ndarray,
+           per_cell: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(low, high, edge, inverse, cells)`` of a grid over ``target``'s bounding box ``[low, high]``,
+    ~``per_cell`` targets per cell."""
     count, dims = target.shape
     low = np.zeros(3)
     high = np.zeros(3)
-    low[:dims] = target.min(axis=0)
-    high[:dims] = target.max(axis=0)
+    for axis in range(dims):  # column by column: NumPy's min(axis=0) of (N, 2) is ~20x slower
+        low[axis] = target[:, axis].min()
+        high[axis] = target[:, axis].max()
     extent = high - low
     live = [axis for axis in range(dims) if extent[axis] > 0]
     cells = np.ones(3, dtype=np.int64)
@@ -70,7 +78,7 @@ def _cells(target: np.ndarray, per_cell: float) -> tuple[np.ndarray, np.ndarray,
     for axis in live:
         edge[axis] = extent[axis] / cells[axis]
         inverse[axis] = cells[axis] / extent[axis]
-    return low, edge, inverse, cells
+    return low, high, edge, inverse, cells
 
 
 def _per_cell(k: int) -> float:
@@ -97,18 +105,32 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
     t64 = np.ascontiguousarray(target, dtype=np.float64)
     n, m = s64.shape[0], t64.shape[0]
     have = min(k, m)
-    low, edge, inverse, cells = _cells(t64, _per_cell(have))
-    starts, order, ordered, crowd = _kernels.grid_build(t64, low, inverse, cells)
-    if crowd > _CROWD * max(1, have // 2):
-        raise BackendDeclined(f"the targets crowd {crowd} into one grid cell (clustered or repeated points): "
-                              "a tree answers them faster")
-    _, source_order, bucketed, _ = _kernels.grid_build(s64, low, inverse, cells)
-    found = np.empty((n, have), dtype=np.int64)
-    squared = np.empty((n, have), dtype=np.float64)
-    scale = max(float(np.abs(t64).max()), float(np.abs(s64).max()), 1e-300)
+    low, high, edge, inverse, cells = _cells(t64, _per_cell(have))
     limit = bound * bound if np.isfinite(bound) else np.inf
-    threads = 1 if n < _MIN_THREADED else cpu_threads()
-    edges = np.linspace(0, n, threads + 1).astype(np.int64)
+    near = None
+    if np.isfinite(limit):
+        # A source farther than the bound from the targets' bounding box has no neighbour: it is
+        # answered here, without being bucketed or walked (half of a shifted field's sources).
+        gap = np.zeros(n)
+        for axis in range(s64.shape[1]):
+            column = s64[:, axis]
+            step = np.maximum(np.maximum(low[axis] - column, column - high[axis]), 0.0)
+            gap += step * step
+        near = np.flatnonzero(gap <= limit * (1.0 + 1e-9))
+        s64 = s64[near]
+    count = s64.shape[0]
+    # The targets' grid and the sources' buckets are built side by side (each is one pass).
+    (starts, order, ordered, crowd), (_, source_order, bucketed, _) = run_parts(
+        _kernels.grid_build, [(t64, low, inverse, cells), (s64, low, inverse, cells)])
+    if crowd > _CROWD * max(1, have // 2):
+        raise _Crowded(f"the targets crowd {crowd} into one grid cell (clustered or repeated points): "
+                       "a tree answers them faster")
+    found = np.empty((count, have), dtype=np.int64)
+    squared = np.empty((count, have), dtype=np.float64)
+    scale = max(-float(low.min()), float(high.max()), -float(s64.min(initial=0.0)), float(s64.max(initial=0.0)),
+                1e-300)
+    threads = 1 if count < _MIN_THREADED else cpu_threads()
+    edges = np.linspace(0, count, threads + 1).astype(np.int64)
     parts = [(bucketed, low, edge, inverse, cells, starts, order, ordered, scale * _SLACK, _MOST_CELLS, limit,
               m, found, squared, int(edges[i]), int(edges[i + 1])) for i in range(threads)]
     unsettled = sum(run_parts(compiled.grid_k_query, parts))
@@ -116,15 +138,15 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
         if unsettled * m > _BRUTE_PAIRS:
             raise BackendDeclined(f"{unsettled} sources lie far from every target: a tree answers them faster")
         compiled.brute_k_rows(bucketed, t64, np.flatnonzero(found[:, 0] == -2), limit, m, found, squared)
-    index = np.empty_like(found)
-    best = np.empty_like(squared)
-    index[source_order] = found
-    best[source_order] = squared
+    rows = source_order if near is None else near[source_order]
+    index = np.full((n, have), -1, dtype=np.int64)
+    best = np.full((n, have), np.inf)
+    index[rows] = found
+    best[rows] = squared
     missing = index >= m
     index[missing] = -1
     best[missing] = np.inf
     return index, best
-
 
 def k_nearest(source: np.ndarray, target: np.ndarray, k: int,
               max_distance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +167,13 @@ def k_nearest(source: np.ndarray, target: np.ndarray, k: int,
     if n == 0 or m == 0:
         return finish(np.full((n, 0), -1, np.int64), np.zeros((n, 0)), k, max_distance)
     bound = padded_bound(max_distance)
+    try:
+        # Straight to the grid: looking for repeated points first would cost two sorts a call.
+        index, squared = grid_search(source, target, k, bound)
+    except _Crowded:
+        pass
+    else:
+        return finish(index, squared, k, max_distance)
 
     def search(points: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return grid_search(points, targets, k, bound)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def _bands(compiled: ModuleType, stack: np.ndarray, planes: range, rows: tuple[i
     return coords, held
 
 
-def local_maxima(field: np.ndarray, size: int, threshold: float | None = None) -> np.ndarray:
+def local_maxima(field: np.ndarray, size: int, threshold: float | np.floating[Any] | None = None) -> np.ndarray:
     """The coordinates of the pixels equal to their window's maximum and above ``threshold``.
 
     :param field: ``(..., H, W)``, non-empty; float32, uint8 and uint16 are compared in their own
@@ -91,13 +92,19 @@ def local_maxima(field: np.ndarray, size: int, threshold: float | None = None) -
                   down, across, bounded, below)
                  for plane in range(count) for first in range(0, blocks, per)]
     found = run_parts(_bands, parts)
-    triples = np.concatenate([coords[:held] for coords, held in found])
-    if count == 1:
-        return triples.reshape(-1, 2) if field.ndim == 2 else np.column_stack(
-            [np.zeros((len(triples), field.ndim - 2), np.int64), triples])
-    lead = np.unravel_index(triples[:, 0], field.shape[:-2])
-    return np.column_stack([*lead, triples[:, 1], triples[:, 2]]).astype(np.int64, copy=False)
-
+    # One part's rows are returned as they are (a view of its buffer, whose unwritten pages were
+    # never touched); several are joined in order.
+    rows = np.concatenate([coords[:held] for coords, held in found]) if len(found) > 1 else found[0][0][:found[0][1]]
+    if field.ndim == rows.shape[1]:  # (y, x) of one field, or (plane, y, x) of a 3-D stack
+        return np.ascontiguousarray(rows)
+    # A single field given as (1, ..., 1, H, W), or a stack of more dimensions: the field's number
+    # spelt out over the leading axes.
+    out = np.empty((rows.shape[0], field.ndim), dtype=np.int64)
+    out[:, -2:] = rows[:, -2:]
+    planes = rows[:, 0] if rows.shape[1] == 3 else np.zeros(rows.shape[0], np.int64)
+    for axis, lead in enumerate(np.unravel_index(planes, field.shape[:-2])):
+        out[:, axis] = lead
+    return out
 
 def warm_job() -> object:
     """Compile (or load) the kernel for each dtype it takes, on read-only fields: for a warm-up."""

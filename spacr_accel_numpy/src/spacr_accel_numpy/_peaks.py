@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def maximum_filter_stack(fields: np.ndarray, size: int, out: np.ndarray | None =
     return result
 
 
-def local_maxima(field: np.ndarray, size: int, threshold: float | None = None) -> np.ndarray:
+def local_maxima(field: np.ndarray, size: int, threshold: float | np.floating[Any] | None = None) -> np.ndarray:
     """The coordinates of the pixels equal to their window's maximum and above ``threshold``.
 
     :param field: ``(..., H, W)`` as :func:`maximum_filter_stack` takes.
@@ -114,6 +115,6 @@ def local_maxima(field: np.ndarray, size: int, threshold: float | None = None) -
     if threshold is not None:
         if math.isnan(threshold):
             return np.empty((0, field.ndim), dtype=np.int64)
-        peak &= field > float32_floor(threshold)
+        peak &= field > float32_floor(float(threshold))
     flat = np.flatnonzero(peak)
     return np.stack(np.unravel_index(flat, field.shape), axis=1).astype(np.int64, copy=False)
