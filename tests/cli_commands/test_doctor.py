@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, _cli, _doctor, accelerator, hookimpl, ops
+from spacr_accel_core import BackendInfo, _cli, _doctor, _doctor_summary, accelerator, hookimpl, ops
 
 TOP_KEYS = {"schema_version", "about", "overrides", "plugins", "faulty", "blocked", "backends",
             "device", "neural_engines", "capabilities", "summary", "versions", "host_devices", "memory"}
@@ -96,7 +96,7 @@ def test_text_has_every_section_and_numpy_is_ok(capsys: pytest.CaptureFixture[st
         assert f"\n{heading}" in text, heading
     numpy_line = next(line for line in plugin_table(text) if line.strip().startswith("numpy "))
     assert " ok " in numpy_line and "spacr-accel-numpy" in numpy_line
-    for name in _doctor.OVERRIDES:
+    for name in _doctor.overrides():
         assert name in text
 
 
@@ -114,7 +114,8 @@ def test_json_has_the_documented_keys_and_numpy_is_ok(capsys: pytest.CaptureFixt
     assert set(numpy["operations"]) == set(spacr_accel_core._registry.OPERATIONS)
     assert report["backends"]["gpu"] == list(ops.accelerated_backends(gpu=True))
     assert report["backends"]["cpu"][-1] == "numpy"
-    assert set(report["overrides"]) == {*_doctor.OVERRIDES, "restriction", "not_installed", "error"}
+    assert set(report["overrides"]) == {*_doctor.overrides(), "restriction", "only", "operations",
+                                        "not_installed", "error"}
     assert set(report["device"]) == DEVICE_KEYS
     assert set(report["neural_engines"]) == {"error", "found"}
     assert set(report["capabilities"]) == {"error", "rows"}
@@ -380,7 +381,7 @@ def test_versions_are_read_from_metadata_without_importing(capsys: pytest.Captur
 def test_the_torch_build_from_the_wheel_label(version: str | None, build: str | None,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    assert _doctor._torch_build(version) == build
+    assert _doctor_summary._torch_build(version) == build
 
 
 class Card:
@@ -431,3 +432,27 @@ def test_a_pip_command_in_a_long_note_stays_whole_on_its_own_line() -> None:
     assert f"    {command}" in lines and all(len(line) <= _doctor.WIDTH for line in lines)
     deep = _doctor._wrap(note, indent="  ", follow=" " * 32)  # a table's value column
     assert f"    {command}" in deep and all(len(line) <= _doctor.WIDTH for line in deep)
+
+
+def test_the_overrides_are_the_cores_and_each_plugins_declared_settings(monkeypatch):
+    """The doctor names no vendor itself: a plugin's declared settings reach its table, and a
+    per-operation order that is set is shown with the configuration in force."""
+    from spacr_accel_core import config
+
+    monkeypatch.setenv("SPACR_ACCEL_BACKENDS_MAXIMUM_FILTER", "numpy")
+    spacr_accel_core_refresh()
+    declared = {setting.environment for owner, setting in config.variables() if owner != "core"}  # discovers
+    names = _doctor.overrides()
+    assert declared and declared <= set(names)
+    assert "SPACR_ACCEL_BACKENDS_MAXIMUM_FILTER" in names
+    report = _doctor.collect()
+    assert report["overrides"]["operations"] == {"maximum_filter": ["numpy"]}
+    assert "maximum_filter: numpy" in _doctor.render(report)
+    monkeypatch.delenv("SPACR_ACCEL_BACKENDS_MAXIMUM_FILTER")
+    spacr_accel_core_refresh()
+
+
+def spacr_accel_core_refresh() -> None:
+    import spacr_accel_core
+
+    spacr_accel_core.refresh()

@@ -162,6 +162,11 @@ def _names(value: object, what: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def core_variables() -> tuple[Setting, ...]:
+    """The core's own environment variables (no discovery needed)."""
+    return _CORE_VARIABLES
+
+
 def variables() -> tuple[tuple[str, Setting], ...]:
     """Every environment variable spacr-accel reads: ``("core", setting)`` for the core's own, then
     ``(plugin name, setting)`` for each that a loaded plugin declares (what the doctor prints)."""
