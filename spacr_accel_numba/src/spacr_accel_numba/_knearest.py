@@ -6,6 +6,11 @@ of cells; ``k`` neighbours need only the ``k``-th best in place of the best as t
 whose nearest target is farther than it visits the cells within it and stops, so the half of a
 shifted second field that has no partner costs almost nothing.
 
+WHY FAR SOURCES GO TO A TREE. A source many cells outside the targets' bounding box would walk
+ring after ring of cells that are all farther than its answer; the floor's KD-tree
+(:func:`~spacr_accel_numpy._knearest.exact_search`) answers those few exactly, and a source
+farther from the box than ``max_distance`` is answered at once, without any search.
+
 WHY THE SOURCES ARE BUCKETED FIRST. Visited in the order given, neighbouring sources of a random
 list touch cells far apart; bucketed by the same grid (one counting sort), consecutive sources
 read the same cells from cache. The answers are scattered back to the caller's order.
@@ -26,7 +31,7 @@ import numpy as np
 
 from spacr_accel_core import BackendDeclined
 from spacr_accel_core.tiling import cpu_threads, run_parts
-from spacr_accel_numpy._knearest import finish, padded_bound, search_distinct
+from spacr_accel_numpy._knearest import exact_search, finish, padded_bound, search_distinct
 
 from ._grid import DIMENSIONS
 
@@ -35,6 +40,9 @@ _log = logging.getLogger(__name__)
 _CROWD = 64  # targets in one cell (per two neighbours asked) beyond which the data is clustered
 _MOST_CELLS = 4096  # cells a source may visit before it is settled by brute force instead
 _SLACK = 2.0 ** -40  # relative to the coordinates' magnitude: far above every rounding, far below any distance
+_FAR_CELLS = 8.0
+"""Cells beyond the targets' bounding box from which a source goes to the KD-tree: the rings of
+cells around a source that far out are mostly empty, and walking them costs more than a tree."""
 _BRUTE_PAIRS = 1 << 26  # comparisons the brute force may make for unsettled sources in one call
 _MIN_THREADED = 1 << 13  # sources below which one thread answers
 
@@ -91,8 +99,8 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
                 bound: float) -> tuple[np.ndarray, np.ndarray]:
     """The exact first ``min(k, M)`` targets within ``bound`` of every source, by the grid.
 
-    :param source: float32 or float64 ``(N, D)``, ``1 <= D <= 3``, finite.
-    :param target: likewise ``(M, D)``, ``M >= 1``.
+    :param source: float32 ``(N, D)``, ``1 <= D <= 3``, finite.
+    :param target: float32 ``(M, D)``, ``M >= 1``, finite.
     :param bound: the padded search radius (:func:`~spacr_accel_numpy._knearest.padded_bound`).
     :returns: int64 indices and float64 exact squared distances, ``(N, min(k, M))``, ``-1``/``inf``
         where no target lies within ``bound``.
@@ -107,16 +115,22 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
     have = min(k, m)
     low, high, edge, inverse, cells = _cells(t64, _per_cell(have))
     limit = bound * bound if np.isfinite(bound) else np.inf
-    near = None
+    # Each source's distance to the targets' bounding box (no target is nearer).
+    gap = np.zeros(n)
+    for axis in range(s64.shape[1]):
+        column = s64[:, axis]
+        step = np.maximum(np.maximum(low[axis] - column, column - high[axis]), 0.0)
+        gap += step * step
+    # Beyond the bound: no neighbour, answered here without a walk (half of a shifted field's
+    # sources). Within it but far outside the box: the KD-tree's (see _FAR_CELLS).
+    live = inverse[:s64.shape[1]] > 0  # axes the targets spread along (a point has none: one cell)
+    far_out = (_FAR_CELLS * float(edge[:s64.shape[1]][live].max())) ** 2 if live.any() else np.inf
+    walked = gap <= far_out
     if np.isfinite(limit):
-        # A source farther than the bound from the targets' bounding box has no neighbour: it is
-        # answered here, without being bucketed or walked (half of a shifted field's sources).
-        gap = np.zeros(n)
-        for axis in range(s64.shape[1]):
-            column = s64[:, axis]
-            step = np.maximum(np.maximum(low[axis] - column, column - high[axis]), 0.0)
-            gap += step * step
-        near = np.flatnonzero(gap <= limit * (1.0 + 1e-9))
+        walked &= gap <= limit * (1.0 + 1e-9)
+    elsewhere = np.flatnonzero(~walked & (gap <= limit * (1.0 + 1e-9)))
+    near = None if walked.all() else np.flatnonzero(walked)
+    if near is not None:
         s64 = s64[near]
     count = s64.shape[0]
     # The targets' grid and the sources' buckets are built side by side (each is one pass).
@@ -143,6 +157,8 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
     best = np.full((n, have), np.inf)
     index[rows] = found
     best[rows] = squared
+    if elsewhere.size:
+        index[elsewhere], best[elsewhere] = exact_search(np.ascontiguousarray(source[elsewhere]), target, k, bound)
     missing = index >= m
     index[missing] = -1
     best[missing] = np.inf

@@ -83,10 +83,16 @@ def grid_k_query(  # noqa: PLR0912, PLR0915  # one loop nest, whole, so LLVM see
                 gx = _slab_gap(s0, low[0], edge[0], x, slack)
                 if gx * _SHRINK > worst:
                     continue
-                for y in range(max(c1 - ring, 0), min(c1 + ring, ny - 1) + 1):
+                y = max(c1 - ring, 0)
+                y_stop = min(c1 + ring, ny - 1)
+                while y <= y_stop:
                     on_xy = on_x or abs(y - c1) == ring
+                    if not on_xy and nz == 1:
+                        y = c1 + ring  # an inner cell of a flat grid, visited in an earlier ring: the far edge
+                        continue
                     gxy = gx + (_slab_gap(s1, low[1], edge[1], y, slack) if dims > 1 else 0.0)
                     if gxy * _SHRINK > worst:
+                        y += 1
                         continue
                     z = max(c2 - ring, 0)
                     z_stop = min(c2 + ring, nz - 1)
@@ -112,6 +118,7 @@ def grid_k_query(  # noqa: PLR0912, PLR0915  # one loop nest, whole, so LLVM see
                                     if total < worst or j < at[k - 1]:
                                         worst = _insert(best, at, total, j)
                         z += 1
+                    y += 1
             gap = np.inf
             beyond = False
             for axis in range(dims):

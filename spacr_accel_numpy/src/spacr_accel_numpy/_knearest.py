@@ -191,8 +191,18 @@ def _copies(owner: np.ndarray, k: int) -> np.ndarray:
     return copies
 
 
-def _search(source: np.ndarray, target: np.ndarray, k: int, bound: float,
-            chunk: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_search(source: np.ndarray, target: np.ndarray, k: int, bound: float,
+                 chunk: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+    """The exact first ``min(k, M)`` targets of each source within ``bound``, by brute force (small
+    sets) or the KD-tree; no de-duplication (see :func:`search_distinct`).
+
+    :param source: float32 ``(N, D)``, ``N >= 1``, finite.
+    :param target: float32 ``(M, D)``, ``M >= 1``, finite.
+    :param bound: the padded search radius (:func:`padded_bound`); the brute force ignores it
+        (:func:`finish` applies the caller's limit).
+    :returns: int64 indices and float64 exact squared distances, ``(N, min(k, M))``; ``-1``/``inf``
+        where the tree found nothing within ``bound``.
+    """
     if source.shape[0] * target.shape[0] <= _BRUTE_PAIRS:
         return _brute(source, target, k)
     return _kdtree(source, target, k, bound, chunk)
@@ -262,6 +272,6 @@ def k_nearest(source: np.ndarray, target: np.ndarray, k: int, max_distance: floa
     rows = max(1, int(chunk))
 
     def search(points: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return _search(points, targets, k, bound, rows)
+        return exact_search(points, targets, k, bound, rows)
 
     return search_distinct(search, source, target, k, max_distance)
