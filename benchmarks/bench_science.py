@@ -17,7 +17,7 @@ how (a different neighbour at the same distance is a tie the peer broke otherwis
 (:func:`direct_calls`), or :func:`ops_calls`, the public operations with automatic dispatch.
 
     pip install -r benchmarks/requirements-peers.txt
-    python benchmarks/bench_science.py             # a few minutes on 2 cores
+    python benchmarks/bench_science.py             # about five minutes on 2 cores (the peers are slow)
     python benchmarks/bench_science.py --repeat 7  # steadier ratios
 
 Target: every ratio at most 1.0, but ``local_maxima / maximum_filter`` at most 1.1, ``max_distance
@@ -125,7 +125,7 @@ def _differences(ours: np.ndarray, ours_d: np.ndarray, peer: np.ndarray, peer_d:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     repeat = args.repeat
 

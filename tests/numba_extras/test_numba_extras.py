@@ -87,7 +87,9 @@ def test_k_nearest_declines_what_the_grid_cannot_serve() -> None:
     rng = np.random.default_rng(13)
     cluster = np.concatenate([rng.random((3000, 2)) * 1e-3, [[1000.0, 1000.0]]]).astype(np.float32)
     with pytest.raises(BackendDeclined, match="crowd"):
-        _knearest.k_nearest(cluster[:10], cluster, 1)
+        _knearest.k_nearest(cluster[:100], cluster, 1)
+    small = _knearest.k_nearest(cluster[:10], cluster, 2)  # few pairs: compared outright instead
+    _same(small, reference.k_nearest(cluster[:10], cluster, 2))
 
 
 @settings(max_examples=40, deadline=None)
@@ -137,3 +139,14 @@ def test_local_maxima_threaded_bands_and_fields(shape: tuple[int, ...]) -> None:
     for size, threshold in ((7, 0.5), (4, None), (31, 0.1)):
         np.testing.assert_array_equal(_peaks.local_maxima(field, size, threshold),
                                       floor_peaks.local_maxima(field, size, threshold))
+
+
+def test_repeated_targets_are_searched_once_and_give_their_lowest_copies() -> None:
+    rng = np.random.default_rng(16)
+    target = rng.random((3000, 2)).astype(np.float32)
+    target[100:2900] = target[50]  # 2,851 copies of one point crowd its cell
+    source = rng.random((500, 2)).astype(np.float32)
+    source[:100] = target[50]
+    _same(_knearest.k_nearest(source, target, 4, 0.05), reference.k_nearest(source, target, 4, 0.05))
+    index, _ = _knearest.k_nearest(source[:1], target, 3)
+    assert index.tolist() == [[50, 100, 101]]

@@ -45,6 +45,7 @@ _FAR_CELLS = 8.0
 cells around a source that far out are mostly empty, and walking them costs more than a tree."""
 _BRUTE_PAIRS = 1 << 26  # comparisons the brute force may make for unsettled sources in one call
 _MIN_THREADED = 1 << 13  # sources below which one thread answers
+_SMALL_PAIRS = 1 << 16  # pairs few enough to compare outright when the grid is crowded
 
 
 class _Crowded(BackendDeclined):
@@ -192,7 +193,12 @@ def k_nearest(source: np.ndarray, target: np.ndarray, k: int,
         return finish(index, squared, k, max_distance)
 
     def search(points: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return grid_search(points, targets, k, bound)
+        try:
+            return grid_search(points, targets, k, bound)
+        except _Crowded:
+            if points.shape[0] * targets.shape[0] > _SMALL_PAIRS:
+                raise
+            return exact_search(points, targets, k, bound)  # a few pairs: compared outright
 
     return search_distinct(search, source, target, k, max_distance)
 
