@@ -106,9 +106,9 @@ def test_only_serves_when_the_named_backend_answers(kit, private, numpy_plugin):
     assert private.last_dispatch().backend == "good"
 
 
-def test_only_needs_names_and_a_bool():
-    with pytest.raises(ValueError, match="only=True needs backends"), config.override(only=True):
-        pass
+def test_only_needs_a_bool_and_without_names_restricts_nothing(private, pair):
+    with config.override(only=True):  # no list to keep to: every backend may still run
+        assert served(private, "matmul") == "alpha"
     with pytest.raises(TypeError, match="only must be True or False"), config.override(only="yes"):  # type: ignore[arg-type]
         pass
 
@@ -316,3 +316,37 @@ def test_a_warm_up_that_never_returns_costs_its_bound(kit, private, monkeypatch)
         release.set()
     assert elapsed < 0.2 + 5.0 + 3.0  # the bound, the grace after it, and a slow machine's slack
     assert lazy.state["timeouts"] == [0.2]
+
+
+# ---- precedence: a context's backends beat the environment's per-operation orders -----------------
+
+
+def test_use_beats_an_environment_order_for_one_operation(private, pair, monkeypatch):
+    """``use("alpha")`` means alpha for every operation, even where the environment named another
+    for one operation; with ``only=True`` nothing else may run at all."""
+    monkeypatch.setenv("SPACR_ACCEL_BACKENDS_MATMUL", "beta")
+    private.refresh()
+    assert served(private, "matmul") == "beta"
+    with use("alpha"):
+        assert served(private, "matmul") == "alpha"
+    with use("alpha", only=True):
+        assert served(private, "matmul") == "alpha"
+        assert private.restriction("matmul") == ("alpha",)
+
+
+def test_use_keeps_the_environments_only_unless_told(private, card, monkeypatch):
+    monkeypatch.setenv("SPACR_ACCEL_ONLY", "1")
+    private.refresh()
+    with use("card"), pytest.raises(NoBackendError) as info:  # SPACR_ACCEL_ONLY still in force
+        ops.matmul(FIRST, SECOND)
+    _assert_only_error(info.value)
+    with use("card", only=False):
+        np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), PRODUCT)
+
+
+def test_overrides_apply_to_the_environment_of_the_registry_that_dispatches(private, pair, monkeypatch):
+    """A private registry's environment (read at its own discovery) is the base of an override."""
+    monkeypatch.setenv("SPACR_ACCEL_BACKENDS", "beta")
+    private.refresh()
+    with config.override(only=True):
+        assert private.backend_names() == ("beta",)

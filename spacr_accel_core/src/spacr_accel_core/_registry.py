@@ -327,7 +327,9 @@ class Registry:
 
     def restriction(self, operation: str | None = None) -> tuple[str, ...] | None:
         """The order in force for this context (and ``operation``): an override first, else the environment."""
-        settings = _override.get() or self._state().environment
+        override = _override.get()
+        environment = self._state().environment
+        settings = environment if override is None else override.over(environment)
         return settings.order_for(operation) if operation is not None else settings.backends
 
     def backend_names(self, gpu: bool = True, operation: str | None = None) -> tuple[str, ...]:
@@ -337,7 +339,7 @@ class Registry:
         asks an accelerated one).
         """
         snapshot = self._state()
-        settings = self._checked_override(snapshot) or snapshot.environment
+        settings = self._settings(snapshot, self._checked_override(snapshot))
         restriction = settings.order_for(operation) if operation is not None else settings.backends
         names = []
         for name in in_force(self._ranked(snapshot), restriction, snapshot.plugins, settings.only):
@@ -350,12 +352,15 @@ class Registry:
                 names.append(name)
         return tuple(names)
 
-    def _checked_override(self, snapshot: _Snapshot) -> Config | None:
-        """The override in force, refused if it names a backend that is not installed."""
+    @staticmethod
+    def _settings(snapshot: _Snapshot, override: config.Changes | None) -> Config:
+        return snapshot.environment if override is None else override.over(snapshot.environment)
+
+    def _checked_override(self, snapshot: _Snapshot) -> config.Changes | None:
+        """The context's changes in force, refused if they name a backend that is not installed."""
         override = _override.get()
         if override is not None:
-            named = [*(override.backends or ()), *(n for _, order in override.operations for n in order)]
-            unknown = list(dict.fromkeys(n for n in named if n not in snapshot.plugins))
+            unknown = list(dict.fromkeys(n for n in override.names() if n not in snapshot.plugins))
             if unknown:
                 raise ValueError(
                     f"use()/config.override() names backends that are not installed: "
@@ -389,7 +394,7 @@ class Registry:
         override = self._checked_override(snapshot)
         key = (operation, gpu) if override is None else (operation, gpu, override)
         ranked = self._ranked(snapshot)
-        settings = override or snapshot.environment
+        settings = self._settings(snapshot, override)
         with self._lock:
             order = snapshot.order_cache.get(key)
             if order is not None:

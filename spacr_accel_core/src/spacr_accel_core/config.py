@@ -97,7 +97,28 @@ def environment(environ: Mapping[str, str] | None = None) -> Config:
                   disable=split_names(env.get(ENV_DISABLE)))
 
 
-_context: contextvars.ContextVar[Config | None] = contextvars.ContextVar("spacr_accel_config", default=None)
+@dataclass(frozen=True)
+class Changes:
+    """What a context's overrides change (``None``: as in force outside it). Kept as changes, not
+    as a whole configuration, so each registry applies them to the environment IT read."""
+
+    backends: tuple[str, ...] | None = None
+    only: bool | None = None
+    operations: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+
+    def over(self, base: Config) -> Config:
+        """``base`` with these changes applied."""
+        return Config(backends=base.backends if self.backends is None else self.backends,
+                      only=base.only if self.only is None else self.only,
+                      operations=base.operations if self.operations is None else self.operations,
+                      disable=base.disable)
+
+    def names(self) -> tuple[str, ...]:
+        """Every backend name these changes mention."""
+        return (*(self.backends or ()), *(n for _, order in self.operations or () for n in order))
+
+
+_context: contextvars.ContextVar[Changes | None] = contextvars.ContextVar("spacr_accel_config", default=None)
 
 _cpu_forced: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_cpu_forced", default=False)
 """Set while a call that forced one backend with ``gpu=False`` runs (see :func:`cpu_requested`)."""
@@ -107,11 +128,12 @@ def current() -> Config:
     """The configuration in force here: this context's override, else the environment's."""
     from ._registry import REGISTRY  # the environment as read at discovery
 
-    return _context.get() or REGISTRY.environment()
+    changes = _context.get()
+    return REGISTRY.environment() if changes is None else changes.over(REGISTRY.environment())
 
 
-def overridden() -> Config | None:
-    """This context's override, or ``None`` (the per-call path reads only this)."""
+def overridden() -> Changes | None:
+    """This context's changes, or ``None`` (the per-call path reads only this)."""
     return _context.get()
 
 
@@ -120,19 +142,23 @@ def override(*, backends: tuple[str, ...] | list[str] | None = None, only: bool 
              operations: Mapping[str, tuple[str, ...] | list[str]] | None = None) -> Iterator[Config]:
     """Change the settings for this context only: ``with config.override(only=True, backends=["cupy"]):``.
 
-    Settings not given keep their value in force. A name no installed plugin has makes the calls
-    inside the context raise ``ValueError`` listing those that are installed.
+    Settings not given keep their value in force, except that ``backends=`` without ``operations=``
+    replaces the per-operation orders too (``use("numpy")`` means NumPy for every operation). A
+    name no installed plugin has makes the calls inside the context raise ``ValueError`` listing
+    those that are installed.
 
     :param backends: backends to use, best first.
     :param only: ``True``: no fall-through beyond the named backends.
     :param operations: ``{operation: (name, ...)}``, an order per operation.
     :raises TypeError: a name that is not a non-empty string, or ``only`` that is not a bool.
-    :raises ValueError: an unknown operation, or ``only=True`` with no backend named anywhere.
+    :raises ValueError: an unknown operation. (``only=True`` where no backend is named anywhere,
+        here or in the environment, restricts nothing: there is no list to keep to.)
     """
-    base = current()
     changes: dict[str, object] = {}
     if backends is not None:
         changes["backends"] = _names(backends, "backends")
+        if operations is None:  # the names given are the order for every operation, env ones included
+            changes["operations"] = ()
     if only is not None:
         if not isinstance(only, bool):
             raise TypeError(f"only must be True or False, got {only!r}")
@@ -145,12 +171,10 @@ def override(*, backends: tuple[str, ...] | list[str] | None = None, only: bool 
             raise ValueError(f"operations names unknown operations {unknown}; known: {sorted(OPERATIONS)}")
         changes["operations"] = tuple(sorted((op, _names(order, f"operations[{op!r}]"))
                                              for op, order in operations.items()))
-    settings = replace(base, **changes)  # type: ignore[arg-type]  # each change checked above
-    if settings.only and settings.backends is None and not settings.operations:
-        raise ValueError("only=True needs backends to be named (backends= or operations=)")
-    token = _context.set(settings)
+    combined = replace(_context.get() or Changes(), **changes)  # type: ignore[arg-type]  # each checked above
+    token = _context.set(combined)
     try:
-        yield settings
+        yield current()
     finally:
         _context.reset(token)
 
@@ -176,7 +200,7 @@ def variables() -> tuple[tuple[str, Setting], ...]:
 
 
 @contextmanager
-def use(*names: str, only: bool = False) -> Iterator[None]:
+def use(*names: str, only: bool | None = None) -> Iterator[None]:
     """Restrict and order the backends for this context: ``with use("cupy", "numpy"): ...``.
 
     Context-local (built on :func:`spacr_accel_core.config.override`), so threads and asyncio tasks
@@ -187,7 +211,8 @@ def use(*names: str, only: bool = False) -> Iterator[None]:
 
     :param names: backend names, best first. A name no installed plugin has makes the calls
         inside the context raise ``ValueError`` listing those that are installed.
-    :param only: no fall-through beyond ``names``.
+    :param only: ``True``: no fall-through beyond ``names``; ``False``: the floor is appended;
+        ``None`` (the default): as in force (``SPACR_ACCEL_ONLY``, or an enclosing override).
     :raises TypeError: no names, or a name that is not a non-empty string.
     """
     if not names or not all(isinstance(n, str) and n for n in names):
