@@ -6,10 +6,9 @@ the current snapshot and a small per-(operation, gpu, restriction) order cache, 
 call the ops are made for costs microseconds, not an import attempt.
 
 WHY LAZY. Whether a plugin can run here now (``spacr_accel_backend_info``) is asked the first time
-it is next in line, not at discovery: a ``gpu=False`` call, a forced ``backend="numpy"`` call or a
-process whose first op never reaches torch never imports torch to learn there is no GPU. Each
-question is bounded like a probe, so a plugin that never answers is unusable with a note naming
-it instead of hanging every thread.
+it is next in line, not at discovery: a process whose first op never reaches torch never imports
+torch to learn there is no GPU. Each question is bounded like a probe: a plugin that never
+answers is unusable with a note naming it instead of hanging every thread.
 """
 
 from __future__ import annotations
@@ -578,17 +577,15 @@ class Registry:
         done.wait(bound + 5.0)
         return done.is_set() and outcome.error is None and outcome.value is True
 
-    def record_core(self, operation: str) -> None:
-        """Note that the core answered ``operation`` itself (an empty input needs no backend)."""
-        self._last.call = (operation, "core", [], ())
-
-    def record_served(self, operation: str, backend: str, declined: tuple[tuple[str, str], ...] = ()) -> None:
-        """Note that ``operation``, composed of dispatches, was computed by ``backend`` after ``declined``."""
+    def record_served(self, operation: str, backend: str = "core", declined: tuple[tuple[str, str], ...] = ()) -> None:
+        """Note that ``operation`` was computed by ``backend`` after ``declined`` (composed of
+        dispatches), or by the core itself (an empty input, a window of one pixel)."""
         self._last.call = (operation, backend, list(declined), ())
+
+    record_core = record_served
 
 
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()
-
 
 def _reset_locks_after_fork() -> None:
     for registry in list(_REGISTRIES):
@@ -600,5 +597,4 @@ if hasattr(os, "register_at_fork"):  # POSIX only
 
 REGISTRY = Registry()
 """The process-wide registry every module-level function uses."""
-
 __all__ = ["REGISTRY", "Registry", "cpu_requested", "use"]
