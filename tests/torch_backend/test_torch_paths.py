@@ -533,9 +533,13 @@ def test_backend_info_survives_a_prober_that_raises_or_hangs(monkeypatch: pytest
     assert not info.usable and "did not answer" in info.note
 
 
-def test_gpu_false_refuses_a_forced_torch() -> None:
-    with pytest.raises(ValueError, match="gpu=False"):
-        ops.matmul(np.ones((2, 2)), np.ones((2, 2)), gpu=False, backend="torch")
+def test_gpu_false_runs_a_forced_torch_on_the_cpu() -> None:
+    """spaCR runs torch on the CPU with ``backend="torch", gpu=False`` when the card is busy."""
+    import spacr_accel_core
+
+    got = ops.matmul(np.ones((2, 2)), np.ones((2, 2)), gpu=False, backend="torch")
+    np.testing.assert_array_equal(got, np.full((2, 2), 2.0, np.float32))
+    assert spacr_accel_core.last_dispatch().backend == "torch"
 
 
 def test_pass_budget_is_measured_from_free_device_memory(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         help="what was found, what is usable and why not, every plugin and override",
         description="Report the device, its capabilities, every plugin and the overrides in force. "
-                    "It runs none of the three operations, but it does resolve the device as spaCR "
+                    "It runs none of the operations, but it does resolve the device as spaCR "
                     "would: it imports torch and, on a GPU, measures float64 and bfloat16 support "
                     "with a two-element tensor (which creates the driver's context). "
                     "It always exits 0.",

@@ -1,4 +1,4 @@
-"""The three operations on ``dask.array``: a whole plate, or a mosaic no single machine holds.
+"""The operations on ``dask.array``: a whole plate, or a mosaic no single machine holds.
 
 Installed by the ``dask`` extra (``pip install spacr-accel[dask]``) and imported only when asked
 for: ``import spacr_accel_core`` and ``import spacr_accel_core.ops`` import no dask.

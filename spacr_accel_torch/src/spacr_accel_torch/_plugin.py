@@ -70,11 +70,10 @@ def _no_device_node() -> str | None:
 def _detect_bounded() -> Accelerator | None:
     """Our own prober's DETECTION, under the bound the core puts on probes.
 
-    WHY NOT ``resolve()``. This hook runs while the registry is being built, under its lock;
-    ``resolve()`` discovers probers through the registry from a worker thread, which would wait on
-    that lock until the probe timeout and then cache "CPU" for the whole process. So the backend
-    asks its own distribution's prober directly (the one that drives every torch device); the
-    primitives themselves use ``resolve()``.
+    WHY NOT ``resolve()``. This hook runs while a dispatch or the doctor waits for its answer;
+    ``resolve()`` walks every prober through the registry (and the question "can torch run here"
+    must not depend on another plugin's probe), so the backend asks its own distribution's prober
+    directly (the one that drives every torch device); the primitives themselves use ``resolve()``.
 
     WHY NOT THE SELECTING PROBE (``spacr_accel_probe(torch=None)``). It measures float64 and
     bfloat16 by allocating on the device, and this hook runs on the first ``ops.*`` call of the

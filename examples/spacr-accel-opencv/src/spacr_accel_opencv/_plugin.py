@@ -15,8 +15,7 @@ it to the next backend.
 WHAT IT IS, WITHOUT IMPORTING OPENCV. :data:`SPACR_ACCEL_PLUGIN` declares name, priority and
 ``accelerated`` as a plain attribute, read when the plugin is loaded; whether OpenCV imports here is
 asked lazily through :func:`spacr_accel_backend_info`, and ``cv2`` itself is imported only there
-and in the primitive. (A core that predates the attribute calls :func:`spacr_accel_backend_info`
-at discovery instead; it answers the same name, priority and ``accelerated``.)
+and in the primitive.
 """
 
 from __future__ import annotations
