@@ -45,12 +45,14 @@ class Operation:
         a call taking the spec's arguments by position.
     :param optional: arguments a plugin may leave out of its signature, each with the value it then
         serves (a plugin without ``k`` serves ``k=1`` only).
+    :param task: the step of spaCR's science it serves, in the capabilities table's words.
     """
 
     name: str
     check: Check
     adapt: Adapter
     optional: Mapping[str, object]
+    task: str
 
     @property
     def hook(self) -> str:
@@ -294,11 +296,11 @@ def adapt_peaks(function: Call, argnames: tuple[str, ...], declaration: Declarat
 
 OPERATIONS: Final[Mapping[str, Operation]] = {
     op.name: op for op in (
-        Operation("maximum_filter", check_array, adapt_filter, {"out": None}),
-        Operation("matmul", check_array, adapt_matmul, {"out": None}),
+        Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)"),
+        Operation("matmul", check_array, adapt_matmul, {"out": None}, "Spectral unmixing (matmul)"),
         Operation("nearest_neighbours", check_neighbours, adapt_neighbours,
-                  {"k": 1, "max_distance": None, "metric": "euclidean"}),
-        Operation("local_maxima", check_coordinates, adapt_peaks, {}),
+                  {"k": 1, "max_distance": None, "metric": "euclidean"}, "Cell matching (nearest_neighbours)"),
+        Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)"),
     )
 }
 """Every primitive, by name, in the order the doctor and the bench list them."""

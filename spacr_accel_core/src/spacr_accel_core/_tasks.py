@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from ._operations import OPERATIONS
 from ._records import Accelerator
 from ._registry import REGISTRY
 
-_PRIMITIVES: Final = (
-    ("maximum_filter", "Peak finding (maximum_filter)"),
-    ("matmul", "Spectral unmixing (matmul)"),
-    ("nearest_neighbours", "Cell matching (nearest_neighbours)"),
-)
+_PRIMITIVES: Final = tuple((operation.name, operation.task) for operation in OPERATIONS.values())
+"""One capabilities row per operation in the table, in its words."""
 
 
 def _device_words(found: Accelerator) -> str:
