@@ -8,12 +8,17 @@ declines (:class:`~spacr_accel_core.BackendDeclined`), which hands the call to t
 the NumPy floor, with the same answer bit for bit. Each kernel serves as soon as it is ready,
 the float32 filter first, from half a second after that first call (:data:`_GRACE`).
 :func:`warm` starts at once and waits for all of them (the tests and benchmarks call it).
+
+A FORK DURING THE WARM-UP (spaCR forks its workers) waits, bounded, for a moment the child can
+inherit, and the child gets numba's locks back and starts its own warm-up (:mod:`._fork`): its
+calls never wait on the parent's thread, and :func:`warm` returns there too.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -21,6 +26,8 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core import BackendDeclined, BackendUnavailable
+
+from . import _fork
 
 _log = logging.getLogger("spacr_accel_numba")
 
@@ -38,18 +45,45 @@ _thread: threading.Thread | None = None
 _kernels: ModuleType | None = None
 
 
-def _forget_after_fork() -> None:
-    # A forked child inherits what was compiled but not the thread: an unfinished warm-up starts
-    # again there on its next call.
-    global _thread, _lock, _hurry  # noqa: PLW0603  # the module's one warm-up, reset in a forked child
+_holds: dict[int, tuple[_fork.Hold, bool]] = {}
+"""What each forking thread holds across its fork (:func:`._fork.hold`), and whether the warm-up ran."""
+
+
+def _before_fork() -> None:
+    # Only while the warm-up runs, or numba is loaded at all: any other fork pays one look-up.
+    thread = _thread
+    running = thread is not None and thread.is_alive()
+    if running or "llvmlite.binding.ffi" in sys.modules:
+        _holds[threading.get_ident()] = (_fork.hold(thread.ident if running and thread else None), running)
+
+
+def _after_fork_in_parent() -> None:
+    taken = _holds.pop(threading.get_ident(), None)
+    if taken is not None:
+        _fork.release(taken[0])
+
+
+def _after_fork_in_child() -> None:
+    # A forked child inherits what was compiled but not the thread: numba's locks that thread
+    # held are replaced, and an unfinished warm-up starts again there on its next call (or warm()).
+    global _thread, _lock, _hurry, _failure  # noqa: PLW0603  # the module's one warm-up, reset in a forked child
+    taken, running = _holds.pop(threading.get_ident(), (None, False))
+    _holds.clear()
+    _fork.release(taken)
+    _fork.repair()
     _lock = threading.Lock()
     _hurry = threading.Event()
     if _failure is None and len(_ready) < len(_jobs()):
-        _thread = None
+        if running and taken is not None and not taken.safe:
+            _failure = (f"forked while the warm-up was importing or compiling, with no safe moment in "
+                        f"{_fork.FORK_WAIT:g} s; numba is not used in this process")
+        else:
+            _thread = None
 
 
 if hasattr(os, "register_at_fork"):  # POSIX only
-    os.register_at_fork(after_in_child=_forget_after_fork)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
@@ -66,7 +100,10 @@ def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
         from ._grid import search
 
         points = np.arange(12, dtype=np.float64).reshape(4, 3)
-        return search(kernels, points, points[::-1].copy())
+        search(kernels, points, points[::-1].copy())
+        # The brute force the driver falls back on for far sources: compiled here too, so that no
+        # call compiles (a call that compiles waits seconds, and for numba's compiler lock).
+        return kernels.brute_rows(points, points, np.arange(4)[1:3], np.empty(4, np.int64), np.empty(4))
 
     def nearest_wide(kernels: ModuleType) -> object:
         from ._wide import HELD, WIDE, search
