@@ -19,6 +19,7 @@ how (a different neighbour at the same distance is a tie the peer broke otherwis
     pip install -r benchmarks/requirements-peers.txt
     python benchmarks/bench_science.py             # about five minutes on 2 cores (the peers are slow)
     python benchmarks/bench_science.py --repeat 7  # steadier ratios
+    python benchmarks/bench_science.py --ops       # through spacr_accel_core.ops
 
 Target: every ratio at most 1.0, but ``local_maxima / maximum_filter`` at most 1.1, ``max_distance
 / unbounded`` at most 0.7 and ``matmul out= / numpy @`` at most 0.75 (it prints, it does not assert).
@@ -42,7 +43,7 @@ def direct_calls() -> Calls:
     Every entry takes the arguments of the public operation it stands for; ``k_nearest`` and
     ``hamming`` answer ``(N, k)`` for every ``k``.
     """
-    from spacr_accel_numba import _hamming, _knearest, _peaks, warm
+    from spacr_accel_numba import _hamming, _knearest, _peaks, nearest, warm
     from spacr_accel_numba import window_maximum as numba_filter
     from spacr_accel_numpy._peaks import maximum_filter_stack
 
@@ -51,7 +52,7 @@ def direct_calls() -> Calls:
         job()
 
     return {
-        "nearest": lambda s, t: _knearest.k_nearest(s, t, 1),
+        "nearest": nearest,  # the compiled one-neighbour search ops.nearest_neighbours dispatches to
         "k_nearest": lambda s, t, k, max_distance=None: _knearest.k_nearest(s, t, k, max_distance),
         "hamming": lambda s, t, k, max_distance=None: _hamming.hamming_nearest(s, t, k, max_distance),
         "local_maxima": lambda f, size, threshold=None: _peaks.local_maxima(f, size, threshold),
@@ -126,6 +127,7 @@ def _differences(ours: np.ndarray, ours_d: np.ndarray, peer: np.ndarray, peer_d:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ops", action="store_true", help="measure the public operations (ops_calls)")
     args = parser.parse_args()
     repeat = args.repeat
 
@@ -136,9 +138,10 @@ def main() -> int:
 
     from spacr_accel_core import reference
 
-    ours = OURS()
+    calls = ops_calls if args.ops else OURS
+    ours = calls()
     rng = np.random.default_rng(2024)
-    print(f"ours: {OURS.__name__}; best of {repeat} interleaved repeats\n")
+    print(f"ours: {calls.__name__}; best of {repeat} interleaved repeats\n")
 
     def exact(answer: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.ndarray]) -> str:
         same = np.array_equal(answer[0], expected[0]) and answer[1].tobytes() == expected[1].tobytes()
