@@ -33,6 +33,7 @@ def test_a_runtime_error_without_a_driver_is_told_in_the_doctors_words(monkeypat
 
 def test_with_a_driver_the_runtime_error_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
+    monkeypatch.setattr(_kit, "_driver_library_missing", lambda: None)  # its library loads too
     translated = _kit.translate(_insufficient_driver(), "matmul")
     assert isinstance(translated, BackendUnavailable)
     assert "the device failed: CUDARuntimeError: cudaErrorInsufficientDriver" in str(translated)

@@ -22,9 +22,8 @@ from typing import Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core._errors import describe
-from spacr_accel_core._precision import PrecisionWindow
 from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
+from spacr_accel_core.toolkit import PrecisionWindow, describe
 
 __all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
 
@@ -339,11 +338,50 @@ def _no_driver() -> str | None:
     Without a driver, CuPy's runtime says "CUDA driver version is insufficient for CUDA runtime
     version", which sends a user hunting for a driver update on a machine that has no NVIDIA
     driver (or card) at all; the doctor says "no NVIDIA driver is loaded", and a forced call
-    must say the same thing.
+    must say the same thing. The same words come where the driver's device nodes are there but
+    its library is not (:func:`_driver_library_missing`), and that is said instead.
     """
     from ._plugin import _no_nvidia_driver  # imported here: _plugin imports this module
 
-    return _no_nvidia_driver()
+    absent = _no_nvidia_driver()
+    return absent if absent is not None else _driver_library_missing()
+
+
+DRIVER_LIBRARY: Final = {"linux": "libcuda.so.1", "win32": "nvcuda.dll"}
+"""The NVIDIA driver's user-space library, by ``sys.platform`` prefix: what CuPy's runtime loads."""
+
+
+def _load_library(name: str) -> None:
+    """Load a shared library by name (a function, so tests can stand in for the OS).
+
+    :param name: the library's file name, found the way the dynamic loader finds it.
+    :raises OSError: it cannot be loaded.
+    """
+    import ctypes
+
+    ctypes.CDLL(name)
+
+
+def _driver_library_missing() -> str | None:
+    """Why there is no usable NVIDIA driver although its device nodes exist, or ``None``.
+
+    The kernel driver's nodes (``/dev/nvidiactl``, ``/proc/driver/nvidia``, WSL's ``/dev/dxg``) can
+    be present without the driver's library: a container given the devices but started without the
+    NVIDIA container toolkit (which mounts ``libcuda.so.1``), or a driver half removed. CuPy's runtime
+    then also says "driver version is insufficient", which no driver update mends.
+    """
+    import sys
+
+    name = next((library for prefix, library in DRIVER_LIBRARY.items() if sys.platform.startswith(prefix)), None)
+    if name is None:
+        return None
+    try:
+        _load_library(name)
+    except OSError as exc:
+        return (f"no NVIDIA driver library here: {name} cannot be loaded ({describe(exc)}); the driver's "
+                "device nodes are present but not its library (in a container, start it with the "
+                "NVIDIA container toolkit)")
+    return None
 
 
 def _why_no_device(exc: BaseException) -> str:
