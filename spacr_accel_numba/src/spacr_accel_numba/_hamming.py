@@ -3,7 +3,8 @@
 WHY A COMPILED BRUTE FORCE. Every pair must be compared (binary descriptors have no geometry a
 tree can use), so the speed is instructions per pair: four XORs, four population counts and three
 additions for ORB's 32 bytes, the source's words held in registers while a tile of targets sits in
-the first-level cache (:func:`._science_kernels.hamming_rows`). The counts are exact integers, kept
+the first-level cache, its words stored position by position so that the loop over the tile is
+vectorised, population counts included (:func:`._science_kernels.hamming_rows`). The counts are exact integers, kept
 in (count, index) order per source, so there is nothing to settle; the answer's float32 form is the
 NumPy floor's (:func:`~spacr_accel_numpy._knearest.finish`), the same bit for bit.
 """
@@ -58,12 +59,14 @@ def hamming_nearest(source: np.ndarray, target: np.ndarray, k: int,
         return finish(np.full((n, 0), -1, np.int64), np.zeros((n, 0)), k, max_distance)
     bits = 8 * source.shape[1]
     limit = bits if max_distance is None or math.isinf(max_distance) else min(bits, math.floor(max_distance))
-    s, t = _words(source), _words(target)
+    s = _words(source)
+    columns = np.ascontiguousarray(_words(target).T)  # (W, M): a tile's words contiguous per position
+    columns.flags.writeable = False
     found = np.empty((n, have), dtype=np.int64)
     counted = np.empty((n, have), dtype=np.int64)
     threads = 1 if n * m < _MIN_THREADED_PAIRS else min(cpu_threads(), n)
     edges = np.linspace(0, n, threads + 1).astype(np.int64)
-    run_parts(kernels().hamming_rows, [(s, t, limit, m, found, counted, int(edges[i]), int(edges[i + 1]))
+    run_parts(kernels().hamming_rows, [(s, columns, limit, m, found, counted, int(edges[i]), int(edges[i + 1]))
                                         for i in range(threads)])
     missing = found >= m
     found[missing] = -1
