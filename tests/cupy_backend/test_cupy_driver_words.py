@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from spacr_accel_core import BackendUnavailable, ops
-from spacr_accel_cupy import _kit, _plugin
+from spacr_accel_cupy import _driver, _kit
 
 ABSENT = "no NVIDIA driver is loaded here (no /dev/nvidiactl or /proc/driver/nvidia)"
 
@@ -24,7 +24,7 @@ def _insufficient_driver() -> BaseException:
 
 
 def test_a_runtime_error_without_a_driver_is_told_in_the_doctors_words(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: ABSENT)
+    monkeypatch.setattr(_driver, "no_nvidia_driver", lambda: ABSENT)
     translated = _kit.translate(_insufficient_driver(), "matmul")
     assert isinstance(translated, BackendUnavailable)
     assert str(translated) == f"cupy matmul: {ABSENT}"
@@ -32,16 +32,16 @@ def test_a_runtime_error_without_a_driver_is_told_in_the_doctors_words(monkeypat
 
 
 def test_with_a_driver_the_runtime_error_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
+    monkeypatch.setattr(_driver, "no_nvidia_driver", lambda: None)
     monkeypatch.setattr(_kit, "_driver_library_missing", lambda: None)  # its library loads too
     translated = _kit.translate(_insufficient_driver(), "matmul")
     assert isinstance(translated, BackendUnavailable)
     assert "the device failed: CUDARuntimeError: cudaErrorInsufficientDriver" in str(translated)
 
 
-@pytest.mark.skipif(_plugin._no_nvidia_driver() is None, reason="an NVIDIA driver is loaded here")
+@pytest.mark.skipif(_driver.no_nvidia_driver() is None, reason="an NVIDIA driver is loaded here")
 def test_a_forced_call_here_says_no_nvidia_driver_like_the_doctor() -> None:
-    doctor_words = _plugin._no_nvidia_driver()
+    doctor_words = _driver.no_nvidia_driver()
     assert doctor_words is not None
     with pytest.raises(BackendUnavailable) as raised:
         ops.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), backend="cupy")

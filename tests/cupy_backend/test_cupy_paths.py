@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable, last_dispatch, ops
 from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
-from spacr_accel_cupy import _kit, _ops, _plugin
+from spacr_accel_cupy import _driver, _kit, _ops, _plugin
 
 
 def _device_reason() -> str | None:
@@ -51,7 +51,7 @@ class CupyOutOfMemory(MemoryError):
 @no_device_only
 def test_backend_info_says_unusable_with_the_runtime_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     # Past the cheap OS check, CuPy itself is asked, and its real CUDARuntimeError is the note.
-    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
+    monkeypatch.setattr(_driver, "no_nvidia_driver", lambda: None)
     info = _plugin.spacr_accel_backend_info()
     declared = _plugin.SPACR_ACCEL_PLUGIN
     assert (declared.name, declared.priority, declared.accelerated, info.usable) == ("cupy", 200.0, True, False)
@@ -85,7 +85,7 @@ def test_a_forced_call_raises_backend_unavailable_and_dispatch_still_answers() -
 
 
 def test_missing_cupy_points_at_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
+    monkeypatch.setattr(_driver, "no_nvidia_driver", lambda: None)
     monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` now raises ImportError
     info = _plugin.spacr_accel_backend_info()
     assert not info.usable and "pip install spacr-accel[cupy]" in info.note

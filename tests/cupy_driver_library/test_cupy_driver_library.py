@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from spacr_accel_core import BackendUnavailable
-from spacr_accel_cupy import _kit, _plugin
+from spacr_accel_cupy import _driver, _kit
 
 
 def _insufficient_driver() -> BaseException:
@@ -19,7 +19,7 @@ def _insufficient_driver() -> BaseException:
 
 
 def _nodes_present(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: None)
+    monkeypatch.setattr(_driver, "no_nvidia_driver", lambda: None)
 
 
 def _library(monkeypatch: pytest.MonkeyPatch, *, loads: bool) -> list[str]:
@@ -54,7 +54,7 @@ def test_with_the_library_the_runtimes_own_words_are_kept(monkeypatch: pytest.Mo
 
 
 def test_without_nodes_the_doctors_words_come_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_plugin, "_no_nvidia_driver", lambda: "no NVIDIA driver is loaded here")
+    monkeypatch.setattr(_driver, "no_nvidia_driver", lambda: "no NVIDIA driver is loaded here")
     asked = _library(monkeypatch, loads=False)
     assert _kit._no_driver() == "no NVIDIA driver is loaded here"
     assert asked == []  # the library is not even looked for

@@ -25,6 +25,8 @@ from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
 from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
 from spacr_accel_core.toolkit import PrecisionWindow, describe
 
+from . import _driver
+
 __all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
 
 _OOM_WORDS = re.compile(r"out of memory|MemoryAllocation|ALLOC_FAILED", re.IGNORECASE)
@@ -341,9 +343,7 @@ def _no_driver() -> str | None:
     must say the same thing. The same words come where the driver's device nodes are there but
     its library is not (:func:`_driver_library_missing`), and that is said instead.
     """
-    from ._plugin import _no_nvidia_driver  # imported here: _plugin imports this module
-
-    absent = _no_nvidia_driver()
+    absent = _driver.no_nvidia_driver()
     return absent if absent is not None else _driver_library_missing()
 
 

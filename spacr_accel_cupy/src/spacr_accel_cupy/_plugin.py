@@ -7,17 +7,24 @@ is asked, and its error becomes the note the doctor shows.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
 
-from spacr_accel_core import BackendDeclined, BackendInfo, BackendUnavailable, Declaration, Setting, cpu_requested, hookimpl
+from spacr_accel_core import (
+    BackendDeclined,
+    BackendInfo,
+    BackendUnavailable,
+    Declaration,
+    Setting,
+    cpu_requested,
+    hookimpl,
+)
 from spacr_accel_core.accelerator import ENV_DEVICE, call_bounded, device_request
 
+from . import _driver
 from ._kit import Kit, cupy_kit, translate
 
 NAME = "cupy"
@@ -35,23 +42,6 @@ SPACR_ACCEL_PLUGIN = Declaration(
 """What this plugin is, read by the core without a call (and so without importing CuPy)."""
 
 _T = TypeVar("_T")
-
-
-def _no_nvidia_driver() -> str | None:
-    """Why no CUDA device can be here, read off the OS without importing CuPy; ``None`` if one may be.
-
-    Importing CuPy and asking the runtime costs 0.3-0.5 s, paid by every process at discovery (the
-    doctor, the first tile), so where the answer is already certain it is not asked: macOS has no
-    CUDA at all, and a Linux kernel without the NVIDIA driver has neither ``/dev/nvidiactl`` nor
-    ``/proc/driver/nvidia`` (WSL reaches the card through ``/dev/dxg`` instead).
-    """
-    if sys.platform == "darwin":
-        return "macOS has no CUDA driver (cupy drives NVIDIA CUDA only)"
-    if sys.platform.startswith("linux") and not any(
-        os.path.exists(path) for path in ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")
-    ):
-        return "no NVIDIA driver is loaded here (no /dev/nvidiactl or /proc/driver/nvidia)"
-    return None
 
 
 def _device_count() -> int:
@@ -82,7 +72,7 @@ def spacr_accel_backend_info() -> BackendInfo:
         return info(False, f"{ENV_DEVICE}={forced.text.lower()} forces the CPU")
     if not forced.auto and forced.family != "cuda":
         return info(False, f"{ENV_DEVICE}={forced.text.lower()} names a device cupy does not drive (CUDA only)")
-    absent = _no_nvidia_driver()
+    absent = _driver.no_nvidia_driver()
     if absent is not None:
         return info(False, absent)
     try:
