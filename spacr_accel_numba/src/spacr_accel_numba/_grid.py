@@ -5,16 +5,25 @@ a source from its own ring of cells (9 in 2-D, 27 in 3-D, fewer after skipping t
 farther than the best), with no tree to walk. Built by one counting sort, it answered 100,000 x
 100,000 in 2-D in about half pykdtree's time, exactly (``benchmarks/bench_peers.py``).
 
+SOURCES FAR AWAY, OR IN AN EMPTY HOLE. A source's walk starts at the ring of the nearest cell
+that holds a target, leaps along each ring over empty stretches, and stops once every cell beyond
+its rings is provably farther than its best: a bound that counts the distance from the source to
+the targets' bounding box, so a source far outside stops after a few rings instead of crossing
+the grid (:func:`._kernels.grid_query`; ``benchmarks/bench_numba_edges.py`` measures both against
+the floor). Each empty cell's distance to the nearest cell holding a target comes from one
+chamfer pass over the grid (:func:`._kernels.grid_empty`).
+
 WHERE IT DECLINES (the next backend, the NumPy floor's KD-tree, answers exactly): more than 3
 coordinates, and targets crowded into few cells (tight clusters, many copies of a point), where a
-uniform grid degrades and a tree does not. A source the rings cannot settle within
-:data:`_MOST_CELLS` cells (far outside the targets) is compared with every target instead, as
-long as those comparisons stay within :data:`_BRUTE_PAIRS`.
+uniform grid degrades and a tree does not. A source whose walk looks at more than
+:data:`_STEPS` cells (so far away that rounding hides the rings' progress) is compared with every
+target instead, as long as those comparisons stay within :data:`_BRUTE_PAIRS`.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,14 +35,25 @@ DIMENSIONS = 3
 
 _PER_CELL = 2.0  # targets per cell: measured best of 1, 2 and 4 in 2-D and 3-D
 _CROWD = 64  # a cell holding more than this many targets: the data is clustered, let a tree answer
-_MOST_CELLS = 4096  # cells a source may visit before it is settled by brute force instead
+_STEPS = 1 << 14  # cells a source's walk may look at before the brute force settles it instead
 _BRUTE_PAIRS = 1 << 26  # comparisons the brute force may make for unsettled sources in one call
 _MIN_THREADED = 1 << 14  # sources below which one thread answers
+_MIN_THREADED_LEFT = 64  # the same for the sources left to the brute force (each costs far more)
 _SLACK = 2.0 ** -40  # relative to the coordinates' magnitude: far above every rounding, far below any distance
 
 
-def _grid(target: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(low, edge, inverse, cells)`` of a grid over ``target``'s bounding box, ~:data:`_PER_CELL` per cell."""
+class _Grid(NamedTuple):
+    """One grid over the targets' bounding box ``[low, high]`` (3 axes; unused ones are one cell)."""
+
+    low: np.ndarray
+    high: np.ndarray
+    edge: np.ndarray
+    inverse: np.ndarray
+    cells: np.ndarray
+
+
+def _grid(target: np.ndarray) -> _Grid:
+    """A grid over ``target``'s bounding box with about :data:`_PER_CELL` targets per cell."""
     count, dims = target.shape
     low = np.zeros(3)
     high = np.zeros(3)
@@ -56,19 +76,26 @@ def _grid(target: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     for k in live:
         edge[k] = extent[k] / cells[k]
         inverse[k] = cells[k] / extent[k]
-    return low, edge, inverse, cells
+    return _Grid(low, high, edge, inverse, cells)
 
 
-def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray,
+           budget: int = _STEPS) -> tuple[np.ndarray, np.ndarray]:
     """Each source's exact nearest target (lowest index on ties) and the float64 squared distance.
 
     :param kernels: the compiled :mod:`._kernels`.
     :param source: float64 ``(N, D)`` C-contiguous, ``1 <= D <= 3``, finite.
     :param target: float64 ``(M, D)`` C-contiguous, ``M >= 1``, finite.
+    :param budget: cells a source's walk may look at before the brute force settles it
+        (:data:`_STEPS`; the tests pass 0 to send every source there).
     :raises BackendDeclined: the targets are clustered, or too many sources lie far from them.
     """
-    low, edge, inverse, cells = _grid(target)
-    starts, order, ordered, crowd = kernels.grid_build(target, low, inverse, cells)
+    # numba compiles read-only arrays as other types, and no call may compile (it would wait
+    # seconds, and for numba's compiler lock): a read-only input is copied.
+    source = source if source.flags.writeable else source.copy()
+    target = target if target.flags.writeable else target.copy()
+    grid = _grid(target)
+    starts, order, ordered, crowd = kernels.grid_build(target, grid.low, grid.inverse, grid.cells)
     if crowd > _CROWD:
         raise BackendDeclined(f"the targets crowd {crowd} into one grid cell (clustered or repeated "
                               "points): a tree answers them faster")
@@ -77,14 +104,18 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
     squared = np.empty(count, dtype=np.float64)
     if count == 0:
         return found, squared
+    empty = kernels.grid_empty(starts, grid.cells)
     scale = max(float(np.abs(target).max()), float(np.abs(source).max()), 1e-300)
     threads = 1 if count < _MIN_THREADED else cpu_threads()
     bounds = np.linspace(0, count, threads + 1).astype(np.int64)
-    parts = [(source, low, edge, inverse, cells, starts, order, ordered, scale * _SLACK, _MOST_CELLS,
-              found, squared, int(bounds[i]), int(bounds[i + 1])) for i in range(threads)]
-    unsettled = sum(run_parts(kernels.grid_query, parts))
-    if unsettled:
-        if unsettled * target.shape[0] > _BRUTE_PAIRS:
-            raise BackendDeclined(f"{unsettled} sources lie far from every target: a tree answers them faster")
-        kernels.brute_rows(source, target, np.flatnonzero(found < 0), found, squared)
+    parts = [(source, int(bounds[i]), int(bounds[i + 1]), grid.low, grid.high, grid.edge, grid.inverse, grid.cells,
+              starts, order, ordered, empty, scale * _SLACK, budget, found, squared) for i in range(threads)]
+    if sum(run_parts(kernels.grid_query, parts)):
+        left = np.flatnonzero(found < 0)
+        if left.size * target.shape[0] > _BRUTE_PAIRS:
+            raise BackendDeclined(f"{left.size} sources lie far from every target: a tree answers them faster")
+        threads = 1 if left.size < _MIN_THREADED_LEFT else cpu_threads()
+        bounds = np.linspace(0, left.size, threads + 1).astype(np.int64)
+        run_parts(kernels.brute_rows, [(source, target, left[bounds[i]:bounds[i + 1]], found, squared)
+                                       for i in range(threads)])
     return found, squared

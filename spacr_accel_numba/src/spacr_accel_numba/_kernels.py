@@ -207,15 +207,138 @@ def _slab_gap(value, low, edge, cell, slack):
 _SHRINK = 1.0 - 1e-9  # relative slack on a squared bound before it may rule a cell out
 
 
-@numba.njit(nogil=True, cache=True)
-def grid_query(source, low, edge, inverse, cells, starts, order, ordered, slack, most_cells,
-               found, squared, first, stop):
-    """The exact nearest target of sources ``first:stop`` (lowest index on ties), ring by ring of
-    cells around the source's own, stopping once no unvisited cell can hold a point as near.
+@numba.njit(nogil=True, cache=True, inline="always")
+def _outside(value, low, high, slack):
+    """A lower bound of the squared distance along one axis from ``value`` to every target: the
+    gap to the targets' range ``[low, high]`` less ``slack``, squared; 0 inside."""
+    gap = max(low - value, value - high) - slack
+    return gap * gap if gap > 0 else 0.0
 
-    A cell whose bounding slab is already farther than the best is skipped. A source still
-    unsettled after ``most_cells`` cells (far outside the targets, or in a wide empty region) gets
-    ``found = -1`` for the driver to settle. Returns how many such sources there were.
+
+@numba.njit(nogil=True, cache=True)
+def grid_empty(starts, cells):
+    """Each cell's distance, in cells along the farthest axis (Chebyshev), to the nearest cell
+    holding a target: 0 for a cell that holds one; every cell nearer than that is empty too.
+
+    Two passes of a chamfer over the ``3 x 3 x 3`` neighbourhood with unit weights, which is
+    exact for this distance: the first takes each cell's neighbours already visited in index
+    order, the second those after it.
+    """
+    nx, ny, nz = cells[0], cells[1], cells[2]
+    far = np.int32(nx + ny + nz)  # farther than any two cells of the grid
+    empty = np.empty(nx * ny * nz, np.int32)
+    for x in range(nx):
+        for y in range(ny):
+            for z in range(nz):
+                cell = (x * ny + y) * nz + z
+                if starts[cell + 1] > starts[cell]:
+                    empty[cell] = 0
+                    continue
+                nearest = far
+                for dx in range(-1, 1):
+                    for dy in range(-1, 2):
+                        for dz in range(-1, 2):
+                            if dx == 0 and (dy > 0 or (dy == 0 and dz >= 0)):
+                                continue  # not visited yet
+                            a, b, c = x + dx, y + dy, z + dz
+                            if 0 <= a < nx and 0 <= b < ny and 0 <= c < nz:
+                                nearest = min(nearest, empty[(a * ny + b) * nz + c] + 1)
+                empty[cell] = nearest
+    for x in range(nx - 1, -1, -1):
+        for y in range(ny - 1, -1, -1):
+            for z in range(nz - 1, -1, -1):
+                cell = (x * ny + y) * nz + z
+                nearest = empty[cell]
+                if nearest == 0:
+                    continue
+                for dx in range(0, 2):
+                    for dy in range(-1, 2):
+                        for dz in range(-1, 2):
+                            if dx == 0 and (dy < 0 or (dy == 0 and dz <= 0)):
+                                continue
+                            a, b, c = x + dx, y + dy, z + dz
+                            if 0 <= a < nx and 0 <= b < ny and 0 <= c < nz:
+                                nearest = min(nearest, empty[(a * ny + b) * nz + c] + 1)
+                empty[cell] = nearest
+    return empty
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _within(value, low, inverse, cells, room, slack, first, last):
+    """The part of cells ``first..last`` along one axis whose slab may lie within ``room`` (a
+    squared distance) of ``value``: the slabs are sorted along the axis, so it is one range (a cell
+    more each side covers the rounding of the bucketing; each cell is still tested on its own)."""
+    if room == np.inf:
+        return first, last
+    reach = np.sqrt(max(room, 0.0)) + slack
+    return (max(first, _slot(value - reach, low, inverse, cells) - 1),
+            min(last, _slot(value + reach, low, inverse, cells) + 1))
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _run(axis, x, y, z, first, last, base, s0, s1, s2, dims, low, edge, inverse, cells, starts, order,
+         ordered, empty, slack, best, winner, steps):
+    """Visit cells ``first..last`` along ``axis`` from cell ``(x, y, z)`` (its other two
+    coordinates fixed, their slab gaps summed in ``base``): only those whose slab may be nearer
+    than the best (:func:`_within`), leaping over empty stretches by each cell's
+    :func:`grid_empty` distance; returns the updated ``(best, winner, steps)``."""
+    ny, nz = cells[1], cells[2]
+    sv = s0 if axis == 0 else (s1 if axis == 1 else s2)
+    first, last = _within(sv, low[axis], inverse[axis], cells[axis], best / _SHRINK - base, slack, first, last)
+    v = first
+    while v <= last:
+        steps += 1
+        if axis == 0:
+            x = v
+        elif axis == 1:
+            y = v
+        else:
+            z = v
+        cell = (x * ny + y) * nz + z
+        leap = empty[cell]
+        if leap > 0:  # this cell and the next leap - 1 along the run hold nothing
+            v += leap
+            continue
+        if (base + _slab_gap(sv, low[axis], edge[axis], v, slack)) * _SHRINK <= best:
+            for p in range(starts[cell], starts[cell + 1]):
+                # exact_squared's arithmetic: float64, coordinates in order
+                d = s0 - ordered[p, 0]
+                total = d * d
+                if dims > 1:
+                    d = s1 - ordered[p, 1]
+                    total += d * d
+                if dims > 2:
+                    d = s2 - ordered[p, 2]
+                    total += d * d
+                j = order[p]
+                if total < best or (total == best and j < winner):
+                    best = total
+                    winner = j
+        v += 1
+    return best, winner, steps
+
+
+@numba.njit(nogil=True, cache=True)
+def grid_query(source, first, stop, low, high, edge, inverse, cells, starts, order, ordered, empty, slack,
+               budget, found, squared):
+    """The exact nearest target (lowest index on ties) of sources ``first:stop``, ring by ring of
+    cells around the source's own (its nearest cell, for a source outside the grid), stopping once
+    no cell beyond the rings can hold a point as near.
+
+    WHERE A WALK STARTS. At the ring of the nearest cell holding a target (``empty``, from
+    :func:`grid_empty`): every ring inside it is empty. Along each side of a ring, an empty cell's
+    distance leaps over the empty cells after it, so a source in an empty hole pays for the
+    targets around the hole, not for the hole's area.
+
+    WHERE IT STOPS. A point in a cell beyond the rings' box lies past one of the box's faces, and
+    within the targets' range ``[low, high]`` on every other axis; so it is no nearer than the
+    gap to that face combined with the source's distances to that range on the other axes
+    (:func:`_outside`). For a source far outside the targets that second part is most of the
+    distance, and the walk stops after a few rings instead of crossing the whole grid.
+
+    Every cell looked at counts against ``budget``: a source still unsettled after it (so far away
+    that rounding hides the rings' progress) gets ``found = -1`` for the driver to settle. Returns
+    how many such sources there were.
     """
     dims = source.shape[1]
     nx, ny, nz = cells[0], cells[1], cells[2]
@@ -224,69 +347,98 @@ def grid_query(source, low, edge, inverse, cells, starts, order, ordered, slack,
         s0 = source[i, 0]
         s1 = source[i, 1] if dims > 1 else 0.0
         s2 = source[i, 2] if dims > 2 else 0.0
+        o0 = _outside(s0, low[0], high[0], slack)
+        o1 = _outside(s1, low[1], high[1], slack) if dims > 1 else 0.0
+        o2 = _outside(s2, low[2], high[2], slack) if dims > 2 else 0.0
         c0 = _slot(s0, low[0], inverse[0], nx)
         c1 = _slot(s1, low[1], inverse[1], ny) if dims > 1 else 0
         c2 = _slot(s2, low[2], inverse[2], nz) if dims > 2 else 0
         best = np.inf
         winner = -1
-        ring = 0
-        visited = 0
+        ring = empty[(c0 * ny + c1) * nz + c2]
+        steps = 0
         while True:
-            for x in range(max(c0 - ring, 0), min(c0 + ring, nx - 1) + 1):
-                on_x = abs(x - c0) == ring
+            # The ring's shell, side by side, each cell once: the two faces across x whole, the two
+            # across y within them, the two across z within both.
+            for side in range(2):
+                x = c0 - ring if side == 0 else c0 + ring
+                if x < 0 or x >= nx or (side == 1 and ring == 0):
+                    continue
                 gx = _slab_gap(s0, low[0], edge[0], x, slack)
                 if gx * _SHRINK > best:
                     continue
-                for y in range(max(c1 - ring, 0), min(c1 + ring, ny - 1) + 1):
-                    on_xy = on_x or abs(y - c1) == ring
-                    gxy = gx + (_slab_gap(s1, low[1], edge[1], y, slack) if dims > 1 else 0.0)
-                    if gxy * _SHRINK > best:
+                if dims == 3:
+                    y_first, y_last = _within(s1, low[1], inverse[1], ny, best / _SHRINK - gx, slack,
+                                              max(c1 - ring, 0), min(c1 + ring, ny - 1))
+                    for y in range(y_first, y_last + 1):
+                        gxy = gx + _slab_gap(s1, low[1], edge[1], y, slack)
+                        if gxy * _SHRINK <= best:
+                            best, winner, steps = _run(2, x, y, 0, max(c2 - ring, 0), min(c2 + ring, nz - 1), gxy,
+                                                       s0, s1, s2, dims, low, edge, inverse, cells, starts, order,
+                                                       ordered, empty, slack, best, winner, steps)
+                else:
+                    best, winner, steps = _run(1, x, 0, 0, max(c1 - ring, 0), min(c1 + ring, ny - 1), gx,
+                                               s0, s1, s2, dims, low, edge, inverse, cells, starts, order, ordered,
+                                               empty, slack, best, winner, steps)
+            if dims > 1 and ring > 0:
+                x_first, x_last = max(c0 - ring + 1, 0), min(c0 + ring - 1, nx - 1)
+                for side in range(2):
+                    y = c1 - ring if side == 0 else c1 + ring
+                    if y < 0 or y >= ny:
                         continue
-                    z = max(c2 - ring, 0)
-                    z_stop = min(c2 + ring, nz - 1)
-                    while z <= z_stop:
-                        if not (on_xy or abs(z - c2) == ring):
-                            z = c2 + ring  # an inner cell, visited in an earlier ring: jump to the far face
+                    gy = _slab_gap(s1, low[1], edge[1], y, slack)
+                    if gy * _SHRINK > best:
+                        continue
+                    if dims == 3:
+                        x_low, x_high = _within(s0, low[0], inverse[0], nx, best / _SHRINK - gy, slack,
+                                                x_first, x_last)
+                        for x in range(x_low, x_high + 1):
+                            gxy = gy + _slab_gap(s0, low[0], edge[0], x, slack)
+                            if gxy * _SHRINK <= best:
+                                best, winner, steps = _run(2, x, y, 0, max(c2 - ring, 0), min(c2 + ring, nz - 1),
+                                                           gxy, s0, s1, s2, dims, low, edge, inverse, cells, starts,
+                                                           order, ordered, empty, slack, best, winner, steps)
+                    else:
+                        best, winner, steps = _run(0, 0, y, 0, x_first, x_last, gy, s0, s1, s2, dims, low, edge,
+                                                   inverse, cells, starts, order, ordered, empty, slack, best,
+                                                   winner, steps)
+                if dims == 3:
+                    y_first, y_last = max(c1 - ring + 1, 0), min(c1 + ring - 1, ny - 1)
+                    for side in range(2):
+                        z = c2 - ring if side == 0 else c2 + ring
+                        if z < 0 or z >= nz:
                             continue
-                        gxyz = gxy + (_slab_gap(s2, low[2], edge[2], z, slack) if dims > 2 else 0.0)
-                        if gxyz * _SHRINK <= best:
-                            cell = (x * ny + y) * nz + z
-                            visited += 1
-                            for p in range(starts[cell], starts[cell + 1]):
-                                # exact_squared's arithmetic: float64, coordinates in order
-                                d = s0 - ordered[p, 0]
-                                total = d * d
-                                if dims > 1:
-                                    d = s1 - ordered[p, 1]
-                                    total += d * d
-                                if dims > 2:
-                                    d = s2 - ordered[p, 2]
-                                    total += d * d
-                                j = order[p]
-                                if total < best or (total == best and j < winner):
-                                    best = total
-                                    winner = j
-                        z += 1
-            # How near can a point outside the box of rings 0..ring be? No nearer than the box's
-            # nearest face that has cells beyond it.
-            gap = np.inf
+                        gz = _slab_gap(s2, low[2], edge[2], z, slack)
+                        if gz * _SHRINK > best:
+                            continue
+                        x_low, x_high = _within(s0, low[0], inverse[0], nx, best / _SHRINK - gz, slack,
+                                                x_first, x_last)
+                        for x in range(x_low, x_high + 1):
+                            gxz = gz + _slab_gap(s0, low[0], edge[0], x, slack)
+                            if gxz * _SHRINK <= best:
+                                best, winner, steps = _run(1, x, 0, z, y_first, y_last, gxz, s0, s1, s2, dims, low,
+                                                           edge, inverse, cells, starts, order, ordered, empty, slack,
+                                                           best, winner, steps)
+            # The nearest a point beyond the rings' box can be: past one face that has cells
+            # beyond it, and within the targets' range on the other axes.
+            bound = np.inf
             beyond = False
             for k in range(dims):
                 ck = c0 if k == 0 else (c1 if k == 1 else c2)
                 nk = nx if k == 0 else (ny if k == 1 else nz)
                 sk = s0 if k == 0 else (s1 if k == 1 else s2)
+                rest = o1 + o2 if k == 0 else (o0 + o2 if k == 1 else o0 + o1)  # summed, never differenced
                 if ck - ring > 0:
                     beyond = True
-                    gap = min(gap, sk - (low[k] + (ck - ring) * edge[k]))
+                    gap = sk - (low[k] + (ck - ring) * edge[k]) - slack
+                    bound = min(bound, rest + (gap * gap if gap > 0 else 0.0))
                 if ck + ring < nk - 1:
                     beyond = True
-                    gap = min(gap, low[k] + (ck + ring + 1) * edge[k] - sk)
-            if not beyond:
+                    gap = low[k] + (ck + ring + 1) * edge[k] - sk - slack
+                    bound = min(bound, rest + (gap * gap if gap > 0 else 0.0))
+            if not beyond or best < bound * _SHRINK:
                 break
-            gap -= slack
-            if gap > 0 and best < gap * gap * _SHRINK:
-                break
-            if visited > most_cells:
+            if steps > budget:
                 winner = -1
                 unsettled += 1
                 break
@@ -309,7 +461,8 @@ def _squared(source, i, target, j):
 
 @numba.njit(nogil=True, cache=True)
 def brute_rows(source, target, rows, found, squared):
-    """Settle ``rows`` of the source by comparing them with every target (exact, lowest index)."""
+    """Settle ``rows`` of the source by comparing them with every target (exact, lowest index).
+    The driver gives each thread its own slice of the rows."""
     count = target.shape[0]
     for r in range(rows.shape[0]):
         i = rows[r]

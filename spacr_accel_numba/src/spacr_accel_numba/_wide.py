@@ -47,6 +47,9 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
     plan = expansion_plan(source, target, np.float32, _F32_UNIT)
     s64 = np.ascontiguousarray(source, dtype=np.float64)
     t64 = np.ascontiguousarray(target, dtype=np.float64)
+    # numba compiles read-only arrays as other types, and no call may compile: copied if so.
+    s64 = s64 if s64.flags.writeable else s64.copy()
+    t64 = t64 if t64.flags.writeable else t64.copy()
     found = np.empty(n, dtype=np.int64)
     squared = np.empty(n, dtype=np.float64)
     rows, columns = min(n, _TILE_ROWS), min(m, _TILE_COLUMNS)
