@@ -24,7 +24,8 @@ from spacr_accel_core import (
 )
 from spacr_accel_core.testing import reference_maximum_filter
 
-OPERATIONS = ["maximum_filter", "matmul", "nearest_neighbours"]
+OPERATIONS = ["maximum_filter", "matmul", "nearest_neighbours", "local_maxima"]
+LIED = OPERATIONS[:3]  # what the liar below implements
 RESULT_KEYS = {"backend", "status", "device", "reason", "agrees", "detail", "warmup_s", "best_s", "times_s",
                "speedup"}
 
@@ -118,10 +119,10 @@ def test_a_backend_with_wrong_values_is_reported_as_disagreeing(
     plug(Liar(), "liar")
     report = bench_json(capsys, "--backend", "liar", "--repeat", "1", code=1)
     assert report["ok"] is False
-    assert report["problems"] == [f"liar in {op}" for op in OPERATIONS]
-    assert [r["backend"] for op in report["operations"] for r in op["results"]] == ["numpy", "liar"] * 3
+    assert report["problems"] == [f"liar in {op}" for op in LIED]
+    assert [r["backend"] for op in report["operations"] for r in op["results"]] == ["numpy", "liar"] * 4
     liar = results(report, "liar")
-    for operation in OPERATIONS:
+    for operation in LIED:
         assert liar[operation]["status"] == "ok"
         assert liar[operation]["agrees"] is False
         assert results(report, "numpy")[operation]["agrees"] is True
@@ -133,7 +134,7 @@ def test_a_backend_with_wrong_values_is_reported_as_disagreeing(
     text = capsys.readouterr().out
     assert "PROBLEMS: liar in maximum_filter" in text
     liar_lines = [line for line in text.splitlines() if " liar " in line and not line.startswith("PROBLEMS")]
-    assert len(liar_lines) == 3 and all(" NO " in line for line in liar_lines)
+    assert len(liar_lines) == 4 and sum(" NO " in line for line in liar_lines) == 3
 
 
 def test_a_declining_backend_is_skipped_with_its_reason(
@@ -370,3 +371,11 @@ def test_a_usable_accelerated_backend_the_accelerator_cannot_name_ran_on_a_gpu(m
     assert devices.of("cupy") == "gpu"  # CuPy reached its card; no prober names it
     assert devices.of("torch") == "cpu"  # forced onto the CPU
     assert devices.of("numpy") == "cpu"
+
+
+def test_the_bench_times_every_operation_of_the_table() -> None:
+    """The bench reads the operation table: adding an operation without a bench case fails here."""
+    from spacr_accel_core import _bench
+    from spacr_accel_core._operations import OPERATIONS
+
+    assert [case.operation for case in _bench.cases(quick=True)] == list(OPERATIONS)

@@ -69,6 +69,7 @@ class Case:
     :param checks: ``(label, args)`` of further inputs that are only checked against NumPy, never
         timed: rules (the NaN rule) that a backend may answer by declining, so they must not
         decide whether it is timed at all.
+    :param keywords: keyword arguments of the op (``threshold=`` for the peaks).
     """
 
     operation: str
@@ -76,6 +77,7 @@ class Case:
     args: tuple[Any, ...]
     compare: Callable[[Any, Any], tuple[bool, str]]
     checks: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    keywords: tuple[tuple[str, Any], ...] = ()
 
 
 def _compare_field(reference: Any, result: Any) -> tuple[bool, str]:
@@ -128,8 +130,15 @@ def _compare_nearest(reference: Any, result: Any) -> tuple[bool, str]:
     return False, f"{wrong_index} indices and {wrong_distance} distances of {len(ref_index)} differ"
 
 
+def _compare_peaks(reference: Any, result: Any) -> tuple[bool, str]:
+    """The same peak coordinates, in the same (row-major) order."""
+    if np.array_equal(reference, result):
+        return True, "identical"
+    return False, f"got {len(result)} peaks, numpy gave {len(reference)}"
+
+
 def cases(quick: bool, seed: int = 0) -> list[Case]:
-    """The three operations on inputs shaped like spaCR's: a tile, a well's spots, a well's cells.
+    """Every operation of the table on inputs shaped like spaCR's: a tile, a well's spots and cells.
 
     :param quick: smaller inputs, for a check that finishes in seconds.
     :param seed: the random seed, so two runs time the same data.
@@ -161,6 +170,9 @@ def cases(quick: bool, seed: int = 0) -> list[Case]:
         Case("matmul", f"({rows:,} x 4) @ (4 x 4) float32", (intensities, unmix), _compare_product),
         Case("nearest_neighbours", f"N = M = {points:,}, D = 2, in a 2048 box", (source, target),
              _compare_nearest),
+        Case("local_maxima", f"{side}x{side} float32, size 7, above 1000", (field, 7), _compare_peaks,
+             checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 7)),),
+             keywords=(("threshold", 1000.0),)),
     ]
 
 
@@ -337,7 +349,7 @@ def _one_case(case: Case, names: Sequence[str], repeats: int, budget: float, bar
             bar.drop(repeats)
             continue
         bar.step(f"{case.operation} on {name}, warm-up")
-        status, reason, answer, seconds = _attempt(partial(function, *case.args, backend=name))
+        status, reason, answer, seconds = _attempt(partial(function, *case.args, backend=name, **dict(case.keywords)))
         rows[name].update(status=status, reason=reason)
         if status == "ok":
             answers[name] = answer
@@ -414,7 +426,7 @@ def _repeat(case: Case, function: Callable[..., Any], rows: dict[str, Report], r
                 bar.drop(repeats - round_)
                 continue
             bar.step(f"{case.operation} on {name}, repeat {round_ + 1}/{repeats}")
-            status, reason, _, seconds = _attempt(partial(function, *case.args, backend=name))
+            status, reason, _, seconds = _attempt(partial(function, *case.args, backend=name, **dict(case.keywords)))
             if status == "ok":
                 row["times_s"].append(seconds)
             else:  # it ran once and then declined: report that, and drop its times
