@@ -9,6 +9,9 @@ the NumPy floor, with the same answer bit for bit. Each kernel serves as soon as
 the float32 filter first, from half a second after that first call (:data:`_GRACE`).
 :func:`warm` starts at once and waits for all of them (the tests and benchmarks call it).
 
+A DAMAGED CACHE (a truncated or overwritten file of numba's) is set aside and that kernel
+compiled again, which writes a fresh cache for every later process (:mod:`._cache`).
+
 A FORK DURING THE WARM-UP (spaCR forks its workers) waits, bounded, for a moment the child can
 inherit, and the child gets numba's locks back and starts its own warm-up (:mod:`._fork`): its
 calls never wait on the parent's thread, and :func:`warm` returns there too.
@@ -27,7 +30,7 @@ import numpy as np
 
 from spacr_accel_core import BackendDeclined, BackendUnavailable
 
-from . import _fork
+from . import _cache, _fork
 
 _log = logging.getLogger("spacr_accel_numba")
 
@@ -129,12 +132,31 @@ def _compile_all() -> None:
 
         _kernels = kernels
         for name, job in _jobs():
-            job(kernels)
+            _compile(job, kernels)
             _ready.add(name)
             _log.debug("numba kernel %s is ready", name)
     except Exception as exc:  # any failure to compile only makes this backend unusable
         _failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
         _log.warning("spacr-accel-numba: compiling its kernels failed (%s); the next backend answers", _failure)
+
+
+_REPAIRS = 32
+"""Damaged cache entries one job may set aside before it gives up (more than the kernels it compiles)."""
+
+
+def _compile(job: Callable[[ModuleType], object], kernels: ModuleType) -> None:
+    """Run one compile job. A cache file it meets damaged is set aside and the job run again; a
+    cache that cannot be written is turned off for this process (:mod:`._cache`)."""
+    for _ in range(_REPAIRS):
+        try:
+            job(kernels)
+            return
+        except Exception as exc:  # only numba's cache is mended here: anything else is a failure
+            if not _cache.from_cache(exc):
+                raise
+            if not (_cache.reading(exc) and _cache.set_aside(exc)):
+                _cache.without_disk()
+    job(kernels)
 
 
 def start() -> None:

@@ -1,0 +1,113 @@
+"""A damaged kernel cache is set aside and rebuilt, not a reason to give numba up.
+
+WHY. numba keeps each compiled kernel on disk (an index ``*.nbi`` and data ``*.nbc`` per function,
+``cache=True``), and reads them back with :mod:`pickle`. A truncated, emptied or overwritten file
+(a full disk, a killed process, a copy gone wrong) raises from numba's ``caching`` module on every
+load; unhandled, the warm-up failed, and every later process on the machine failed the same way
+until someone found and deleted the files.
+
+WHAT IS DONE. A compile that fails inside numba's caching code (:func:`from_cache`) has that
+function's files renamed to ``*.damaged`` beside them (:func:`set_aside`, one copy kept per file,
+for a bug report), and is compiled again: numba, finding no index, compiles from source and
+writes a fresh cache for every later process. A cache that fails again with nothing left to set
+aside (a disk that cannot be written) is turned off for this process (:func:`without_disk`): the
+kernels are compiled in memory, as without ``cache=True``.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import sys
+from types import ModuleType, TracebackType
+from typing import Any
+
+_log = logging.getLogger(__name__)
+
+SUFFIX = ".damaged"
+"""Appended to each file set aside."""
+
+
+def _caching_frames(exc: BaseException) -> list[tuple[str, dict[str, Any]]]:
+    """The function name and local variables of each frame of ``exc``'s traceback in numba's
+    caching module."""
+    found = []
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.replace("\\", "/").endswith("/numba/core/caching.py"):
+            found.append((code.co_name, tb.tb_frame.f_locals))
+        tb = tb.tb_next
+    return found
+
+
+def from_cache(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while numba read or wrote its cache (not by compiling itself)."""
+    return bool(_caching_frames(exc))
+
+
+def reading(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while numba read its cache back (a damaged file), not while it
+    wrote it (a full or read-only disk, which setting files aside cannot mend)."""
+    return any(name == "load_overload" for name, _ in _caching_frames(exc))
+
+
+def _files(cache: Any) -> list[str]:
+    """The index and data files of one function's numba cache (a ``numba.core.caching.Cache``)."""
+    cache_file = getattr(cache, "_cache_file", None)
+    index = getattr(cache_file, "_index_path", None)
+    if not isinstance(index, str):
+        return []
+    base = index[:-len(".nbi")] if index.endswith(".nbi") else index
+    return [index, *sorted(glob.glob(glob.escape(base) + ".*.nbc"))]
+
+
+def set_aside(exc: BaseException) -> bool:
+    """Rename the files of the function whose cache raised ``exc`` to ``*.damaged``.
+
+    :param exc: an exception :func:`reading` accepts; the cache it came from is read off its
+        traceback (the ``Cache`` whose method raised), so only that function compiles again.
+    :returns: whether its index is out of the way now (set aside here, or already gone: another
+        process racing on the same cache may have set it aside first).
+    """
+    moved = []
+    index = None
+    for _, frame in _caching_frames(exc):
+        owner = frame.get("self")
+        files = _files(owner) if hasattr(owner, "_cache_file") else []
+        index = files[0] if files else index
+        for path in files:
+            try:
+                os.replace(path, path + SUFFIX)  # one copy kept: a later one replaces it
+            except OSError:
+                continue  # gone already, or not ours to move
+            moved.append(path)
+    if moved:
+        _log.warning("spacr-accel-numba: numba's cache of a kernel was damaged (%s); set aside %s and "
+                     "compiling it again", f"{type(exc).__name__}: {exc}".splitlines()[0],
+                     ", ".join(os.path.basename(path) for path in moved))
+    return index is not None and not os.path.exists(index)
+
+
+def without_disk(modules: list[ModuleType] | None = None) -> int:
+    """Turn numba's disk cache off for every kernel of this distribution (this process only).
+
+    :param modules: the modules whose dispatchers lose their cache (default: every loaded module
+        of ``spacr_accel_numba``).
+    :returns: how many dispatchers were changed.
+    """
+    from numba.core.caching import NullCache  # numba is imported by now: the kernels are
+
+    if modules is None:
+        modules = [module for name, module in list(sys.modules.items())
+                   if name.startswith("spacr_accel_numba.") and module is not None]
+    changed = 0
+    for module in modules:
+        for value in list(vars(module).values()):
+            if hasattr(value, "_cache") and hasattr(value, "py_func"):  # a numba dispatcher
+                value._cache = NullCache()
+                changed += 1
+    _log.warning("spacr-accel-numba: numba's cache cannot be read or written here; the kernels are "
+                 "compiled in memory for this process")
+    return changed

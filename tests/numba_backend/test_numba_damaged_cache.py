@@ -1,0 +1,105 @@
+"""A damaged kernel cache is set aside and rebuilt: numba still runs, in that process and later ones.
+
+The cache files are really damaged, in a temporary ``NUMBA_CACHE_DIR`` seeded with a copy of the
+cache this test run already compiled (so only the damaged kernels compile again), and each
+process is a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import spacr_accel_numba
+from spacr_accel_numba import _kernels
+
+_COPY = """
+import glob, os, shutil, sys
+from spacr_accel_numba import _kernels  # numba's cache paths are known; nothing is compiled yet
+here = _kernels.grid_empty._cache._cache_path
+os.makedirs(here, exist_ok=True)
+for path in glob.glob(os.path.join(sys.argv[1], "_kernels.*.nb[ic]")):
+    shutil.copy(path, here)
+def index(kernel):  # this source's, by numba's own name for it
+    return getattr(_kernels, kernel)._cache._cache_file._index_path
+"""
+
+_DAMAGE = _COPY + """
+with open(index("grid_empty"), "r+b") as damaged:  # overwritten in the middle
+    damaged.seek(40)
+    damaged.write(os.urandom(64))
+data = index("brute_rows")[:-len(".nbi")] + ".1.nbc"  # cut short
+with open(data, "rb") as whole:
+    kept = whole.read()[:100]
+with open(data, "wb") as part:
+    part.write(kept)
+open(index("settle_held"), "wb").close()  # emptied
+"""
+
+_USE = """
+import glob, os
+import numpy as np
+import spacr_accel_numba
+from spacr_accel_core import ops, last_dispatch
+from spacr_accel_numba import _kernels
+print(spacr_accel_numba.warm(timeout=600), spacr_accel_numba.failure(), flush=True)
+rng = np.random.default_rng(1)
+target = rng.uniform(0, 100, (2000, 2))
+source = np.concatenate([target[:300] + 0.3, [[1e30, 5.0]]])  # the last one: the brute force
+wide = rng.standard_normal((300, 16)).astype(np.float32)
+for s, t in ((source, target), (wide[:50], wide)):
+    got = ops.nearest_neighbours(s, t, backend="numba")
+    served = last_dispatch().backend
+    floor = ops.nearest_neighbours(s, t, backend="numpy")
+    print(served, all(a.tobytes() == b.tobytes() for a, b in zip(got, floor)))
+here = _kernels.grid_empty._cache._cache_path
+print(" ".join(sorted({os.path.basename(path).split("-")[0] for path in glob.glob(os.path.join(here, "*.damaged"))})))
+print(sum(_kernels.grid_empty.stats.cache_hits.values()), sum(_kernels.settle_held.stats.cache_hits.values()))
+"""
+
+
+def _run(code: str, cache: Path, *args: str) -> list[str]:
+    env = {**os.environ, "SPACR_ACCEL_DISABLE": "torch,cupy,opencv,openvino", "NUMBA_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          env=env, timeout=600, check=True)
+    return done.stdout.splitlines()
+
+
+def test_a_damaged_cache_is_set_aside_and_rebuilt_for_later_processes(tmp_path: Path) -> None:
+    assert spacr_accel_numba.warm(timeout=600)  # this process's cache: the copy's source
+    cache = tmp_path / "numba-cache"
+    _run(_DAMAGE, cache, _kernels.grid_empty._cache._cache_path)
+    first = _run(_USE, cache)
+    assert first[0] == "True None", first  # it used to fail here: "UnpicklingError: ..." for good
+    assert first[1:3] == ["numba True", "numba True"]
+    damaged = ["_kernels.brute_rows", "_kernels.grid_empty", "_kernels.settle_held"]
+    assert first[3].split() == damaged  # each set aside beside itself
+    assert first[4] == "0 0"  # compiled again here, not loaded
+    later = _run(_USE, cache)
+    assert later[:3] == ["True None", "numba True", "numba True"]
+    assert later[4] == "1 1"  # the rebuilt cache serves a later process
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_kernels_compiled_in_memory(tmp_path: Path) -> None:
+    assert spacr_accel_numba.warm(timeout=600)
+    cache = tmp_path / "numba-cache"
+    lines = _run(_COPY + """
+import errno
+import numba.core.caching
+import spacr_accel_numba
+from spacr_accel_core import ops, last_dispatch
+for path in glob.glob(index("grid_empty")[:-len(".nbi")] + ".*"):
+    os.remove(path)  # this kernel compiles; writing its cache fails, as on a full disk
+def full(*args):
+    raise OSError(errno.ENOSPC, "No space left on device")
+numba.core.caching.IndexDataCacheFile._save_data = full
+print(spacr_accel_numba.warm(timeout=600), spacr_accel_numba.failure())
+import numpy as np
+points = np.random.default_rng(2).uniform(0, 10, (500, 2))
+got = ops.nearest_neighbours(points[:50] + 0.1, points, backend="numba")
+print(last_dispatch().backend, type(_kernels.grid_empty._cache).__name__)
+""", cache, _kernels.grid_empty._cache._cache_path)
+    assert lines == ["True None", "numba NullCache"]
