@@ -28,6 +28,7 @@ Target: every ratio at most 1.0, but ``local_maxima / maximum_filter`` at most 1
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -65,7 +66,9 @@ def direct_calls() -> Calls:
 
 
 def ops_calls() -> Calls:
-    """The public operations, dispatched to the fastest backend that serves them."""
+    """The public operations, dispatched to the fastest shipped backend that serves them (the example
+    plugins under ``examples/`` blocked, ``SPACR_ACCEL_DISABLE=opencv,openvino``, unless set otherwise)."""
+    os.environ.setdefault("SPACR_ACCEL_DISABLE", "opencv,openvino")
     from spacr_accel_core import ops, warm_up
 
     warm_up()
