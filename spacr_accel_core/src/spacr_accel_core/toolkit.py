@@ -12,11 +12,14 @@ third party's.
 - Reference implementations: :mod:`spacr_accel_core.reference` (the plain definitions of every
   operation's answer) and :mod:`spacr_accel_core.testing` (the conformance suite).
 - Bounds: :func:`call_bounded`, for a driver query that might hang.
+- Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
+  (how the core hands ``local_maxima``'s threshold to a plugin).
 """
 
 from __future__ import annotations
 
 from ._bounded import call_bounded
+from ._checks import threshold_below
 from ._errors import (
     BackendDeclined,
     BackendOutOfMemory,
@@ -39,5 +42,6 @@ __all__ = [
     "first_line",
     "pass_budget",
     "run_parts",
+    "threshold_below",
     "tiled",
 ]

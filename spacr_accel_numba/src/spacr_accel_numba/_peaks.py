@@ -7,9 +7,9 @@ with the field's row while both are in cache, and only the peaks' coordinates ar
 (:func:`._science_kernels.peaks_band`). The bands of a large field, or whole fields of a stack, are
 shared between threads; the coordinates come back in row-major order.
 
-The answer equals the NumPy floor's :func:`~spacr_accel_numpy._peaks.local_maxima`: the maximum is
+The answer equals the NumPy floor's ``spacr_accel_numpy``'s: the maximum is
 exact, the comparisons are made on the float32 values, and the threshold is the floor's
-:func:`~spacr_accel_numpy._peaks.float32_floor`.
+:func:`~spacr_accel_core.toolkit.threshold_below`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from spacr_accel_core import BackendDeclined
 from spacr_accel_core.tiling import cpu_threads, run_parts
-from spacr_accel_numpy._peaks import float32_floor, odd_size
+from spacr_accel_core.toolkit import threshold_below
 
 from ._filter import _BLOCK_BYTES, _MIN_THREADED_PIXELS
 from ._knearest import kernels
@@ -69,14 +69,14 @@ def local_maxima(field: np.ndarray, size: int, threshold: float | np.floating[An
         stack = stack.view()
         stack.flags.writeable = False
     count, height, width = stack.shape
-    size = odd_size(size)
+    size = size + 1 if size % 2 == 0 else size  # even sizes raised to odd, as the contract filters
     down, across = min(size // 2, height - 1), min(size // 2, width - 1)
     block = 2 * down + 1
     if 2 * block * width * stack.dtype.itemsize > _BLOCK_BYTES:
         raise BackendDeclined(f"a {size}-row window over {width} columns needs more than "
                               f"{_BLOCK_BYTES >> 20} MiB of block buffers per thread")
     bounded = threshold is not None
-    below = float32_floor(float(threshold)) if threshold is not None else np.float32(-np.inf)
+    below = threshold_below(threshold) if threshold is not None else np.float32(-np.inf)
     compiled = kernels()
     threads = 1 if stack.size < _MIN_THREADED_PIXELS else cpu_threads()
     if count >= threads or height * width < _MIN_THREADED_PIXELS:
