@@ -263,12 +263,15 @@ def grid_empty(starts, cells):
     return empty
 
 
+_SHORT = 8  # cells of a run below which clipping it costs more than it saves (a source's own rings)
+
+
 @numba.njit(nogil=True, cache=True, inline="always")
 def _within(value, low, inverse, cells, room, slack, first, last):
     """The part of cells ``first..last`` along one axis whose slab may lie within ``room`` (a
     squared distance) of ``value``: the slabs are sorted along the axis, so it is one range (a cell
     more each side covers the rounding of the bucketing; each cell is still tested on its own)."""
-    if room == np.inf:
+    if room == np.inf or last - first < _SHORT:
         return first, last
     reach = np.sqrt(max(room, 0.0)) + slack
     return (max(first, _slot(value - reach, low, inverse, cells) - 1),
@@ -300,22 +303,29 @@ def _run(axis, x, y, z, first, last, base, s0, s1, s2, dims, low, edge, inverse,
             v += leap
             continue
         if (base + _slab_gap(sv, low[axis], edge[axis], v, slack)) * _SHRINK <= best:
-            for p in range(starts[cell], starts[cell + 1]):
-                # exact_squared's arithmetic: float64, coordinates in order
-                d = s0 - ordered[p, 0]
-                total = d * d
-                if dims > 1:
-                    d = s1 - ordered[p, 1]
-                    total += d * d
-                if dims > 2:
-                    d = s2 - ordered[p, 2]
-                    total += d * d
-                j = order[p]
-                if total < best or (total == best and j < winner):
-                    best = total
-                    winner = j
+            best, winner = _cell(cell, s0, s1, s2, dims, starts, order, ordered, best, winner)
         v += 1
     return best, winner, steps
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _cell(cell, s0, s1, s2, dims, starts, order, ordered, best, winner):
+    """The best and winner after the points of one cell; returns them updated."""
+    for p in range(starts[cell], starts[cell + 1]):
+        # exact_squared's arithmetic: float64, coordinates in order
+        d = s0 - ordered[p, 0]
+        total = d * d
+        if dims > 1:
+            d = s1 - ordered[p, 1]
+            total += d * d
+        if dims > 2:
+            d = s2 - ordered[p, 2]
+            total += d * d
+        j = order[p]
+        if total < best or (total == best and j < winner):
+            best = total
+            winner = j
+    return best, winner
 
 
 @numba.njit(nogil=True, cache=True)
@@ -358,11 +368,27 @@ def grid_query(source, first, stop, low, high, edge, inverse, cells, starts, ord
         ring = empty[(c0 * ny + c1) * nz + c2]
         steps = 0
         while True:
-            # The ring's shell, side by side, each cell once: the two faces across x whole, the two
-            # across y within them, the two across z within both.
-            for side in range(2):
+            if ring <= 1:  # the source's own cell and the ring around it: most sources need no more
+                for x in range(max(c0 - ring, 0), min(c0 + ring, nx - 1) + 1):
+                    gx = _slab_gap(s0, low[0], edge[0], x, slack)
+                    if gx * _SHRINK > best:
+                        continue
+                    for y in range(max(c1 - ring, 0), min(c1 + ring, ny - 1) + 1):
+                        gxy = gx + (_slab_gap(s1, low[1], edge[1], y, slack) if dims > 1 else 0.0)
+                        if gxy * _SHRINK > best:
+                            continue
+                        for z in range(max(c2 - ring, 0), min(c2 + ring, nz - 1) + 1):
+                            if ring == 1 and x == c0 and y == c1 and z == c2:
+                                continue  # ring 0's
+                            gxyz = gxy + (_slab_gap(s2, low[2], edge[2], z, slack) if dims > 2 else 0.0)
+                            if gxyz * _SHRINK <= best:
+                                best, winner = _cell((x * ny + y) * nz + z, s0, s1, s2, dims, starts, order,
+                                                     ordered, best, winner)
+            # Farther out, the ring's shell side by side, each cell once: the two faces across x
+            # whole, the two across y within them, the two across z within both.
+            for side in range(2 if ring > 1 else 0):
                 x = c0 - ring if side == 0 else c0 + ring
-                if x < 0 or x >= nx or (side == 1 and ring == 0):
+                if x < 0 or x >= nx:
                     continue
                 gx = _slab_gap(s0, low[0], edge[0], x, slack)
                 if gx * _SHRINK > best:
@@ -380,7 +406,7 @@ def grid_query(source, first, stop, low, high, edge, inverse, cells, starts, ord
                     best, winner, steps = _run(1, x, 0, 0, max(c1 - ring, 0), min(c1 + ring, ny - 1), gx,
                                                s0, s1, s2, dims, low, edge, inverse, cells, starts, order, ordered,
                                                empty, slack, best, winner, steps)
-            if dims > 1 and ring > 0:
+            if dims > 1 and ring > 1:
                 x_first, x_last = max(c0 - ring + 1, 0), min(c0 + ring - 1, nx - 1)
                 for side in range(2):
                     y = c1 - ring if side == 0 else c1 + ring
@@ -423,11 +449,14 @@ def grid_query(source, first, stop, low, high, edge, inverse, cells, starts, ord
             # beyond it, and within the targets' range on the other axes.
             bound = np.inf
             beyond = False
+            outside = o0 + o1 + o2 > 0.0
             for k in range(dims):
                 ck = c0 if k == 0 else (c1 if k == 1 else c2)
                 nk = nx if k == 0 else (ny if k == 1 else nz)
                 sk = s0 if k == 0 else (s1 if k == 1 else s2)
-                rest = o1 + o2 if k == 0 else (o0 + o2 if k == 1 else o0 + o1)  # summed, never differenced
+                rest = 0.0
+                if outside:  # summed, never differenced
+                    rest = o1 + o2 if k == 0 else (o0 + o2 if k == 1 else o0 + o1)
                 if ck - ring > 0:
                     beyond = True
                     gap = sk - (low[k] + (ck - ring) * edge[k]) - slack
