@@ -13,9 +13,11 @@ WHAT IS DONE, AND WHY THAT WAY.
   between two calls into LLVM, and holds llvmlite's lock and Python's global import lock through
   the fork (:func:`hold`), so that it cannot begin another import or call meanwhile. The
   state no Python code can mend, LLVM's own (its C++ tables, its mutexes), and the modules being
-  imported are then whole in the child. Most forks wait for nothing; at most for the rest of
-  ``import numba`` or for one call into LLVM (the longest measured, a kernel's object code
-  finalised on a cold compile: under 1 s on a loaded machine).
+  imported are then whole in the child. Nor may the warm-up be inside a generator's body then:
+  numba keeps generators for the life of the process (its registries' loaders), and one forked
+  mid-step raises "generator already executing" in the child for ever. Most forks wait for
+  nothing; at most for the rest of ``import numba`` or for one call into LLVM (the longest
+  measured, a kernel's object code finalised on a cold compile: under 1 s on a loaded machine).
 - **In the child** (:func:`repair`): every numba lock still held, necessarily by a thread the
   child does not have, is replaced by a new one; the compile-time call stack that thread left is
   emptied, and the dispatchers it was compiling are marked idle again (numba would otherwise take
@@ -33,6 +35,7 @@ from __future__ import annotations
 import _imp
 import functools
 import gc
+import inspect
 import logging
 import sys
 import threading
@@ -46,6 +49,7 @@ FORK_WAIT = 5.0
 """Seconds a fork waits at most for the warm-up to reach a moment a child can inherit."""
 
 _POLL = 0.001  # seconds between two looks at the warm-up thread's imports
+_HELD_SWITCH = 10.0  # seconds: the switch interval from the look to the fork (a few Python calls)
 
 
 @dataclass(frozen=True)
@@ -57,11 +61,14 @@ class Hold:
     :param imports: whether Python's global import lock is held too: a thread needs it to take
         any module's lock, so none can start an import between the look and the fork.
     :param safe: whether the fork found its moment: the child's numba may compile again.
+    :param switch: the interpreter's thread switch interval to restore after the fork (it is
+        raised meanwhile, so that the moment found is the moment forked).
     """
 
     lock: Any
     imports: bool
     safe: bool
+    switch: float | None = None
 
 
 def _llvm_lock() -> Any:
@@ -85,6 +92,21 @@ def _importing(ident: int) -> bool:
     return False
 
 
+_GENERATOR = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _in_generator(ident: int) -> bool:
+    """Whether the thread ``ident`` is running a generator's body (numba keeps some generators
+    for the process's life: one forked in the middle raises "generator already executing" in the
+    child for ever)."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        if frame.f_code.co_flags & _GENERATOR:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def hold(warm_up: int | None, wait: float | None = None) -> Hold:
     """Wait for a moment the thread ``warm_up`` may be forked away from, and hold llvmlite's lock.
 
@@ -102,9 +124,13 @@ def hold(warm_up: int | None, wait: float | None = None) -> Hold:
         if held and warm_up is not None:
             # Held until the fork (the fork takes it too, after this handler, and the child is given
             # it): the other handlers may let the warm-up run, and it must not begin an import then.
+            # Nor run at all: the switch interval, raised, keeps this thread on until the fork.
             _imp.acquire_lock()
-            if not _importing(warm_up):
-                return Hold(lock=lock, imports=True, safe=True)
+            switch = sys.getswitchinterval()
+            sys.setswitchinterval(_HELD_SWITCH)
+            if not _importing(warm_up) and not _in_generator(warm_up):
+                return Hold(lock=lock, imports=True, safe=True, switch=switch)
+            sys.setswitchinterval(switch)
             _imp.release_lock()
             if lock is not None:
                 lock.release()  # the warm-up is importing: let it go on (an import may call LLVM)
@@ -118,6 +144,8 @@ def release(taken: Hold | None) -> None:
     is the one thread left and still owns it)."""
     if taken is None:
         return
+    if taken.switch is not None:
+        sys.setswitchinterval(taken.switch)
     if taken.imports:
         _imp.release_lock()
     if taken.lock is not None:
