@@ -103,3 +103,20 @@ got = ops.nearest_neighbours(points[:50] + 0.1, points, backend="numba")
 print(last_dispatch().backend, type(_kernels.grid_empty._cache).__name__)
 """, cache, _kernels.grid_empty._cache._cache_path)
     assert lines == ["True None", "numba NullCache"]
+
+
+def test_a_failure_beside_the_cache_sets_no_file_aside(tmp_path: Path) -> None:
+    # numba calls back into its compiler while it loads an entry (refreshing its registries); a
+    # failure there is not a damaged file, and must not cost the machine its good cache.
+    assert spacr_accel_numba.warm(timeout=600)
+    cache = tmp_path / "numba-cache"
+    lines = _run(_COPY + """
+import numba.core.base
+import spacr_accel_numba
+def broken(self):
+    raise ValueError("generator already executing")
+numba.core.base.BaseContext.refresh = broken
+print(spacr_accel_numba.warm(timeout=600), spacr_accel_numba.failure())
+print(len(glob.glob(os.path.join(here, "*.damaged"))), len(glob.glob(os.path.join(here, "*.nbi"))) > 0)
+""", cache, _kernels.grid_empty._cache._cache_path)
+    assert lines == ["False ValueError: generator already executing", "0 True"]

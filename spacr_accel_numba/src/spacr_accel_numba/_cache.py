@@ -6,12 +6,12 @@ WHY. numba keeps each compiled kernel on disk (an index ``*.nbi`` and data ``*.n
 load; unhandled, the warm-up failed, and every later process on the machine failed the same way
 until someone found and deleted the files.
 
-WHAT IS DONE. A compile that fails inside numba's caching code (:func:`from_cache`) has that
+WHAT IS DONE. A compile that fails reading a cache entry back (:func:`damaged`) has that
 function's files renamed to ``*.damaged`` beside them (:func:`set_aside`, one copy kept per file,
 for a bug report), and is compiled again: numba, finding no index, compiles from source and
-writes a fresh cache for every later process. A cache that fails again with nothing left to set
-aside (a disk that cannot be written) is turned off for this process (:func:`without_disk`): the
-kernels are compiled in memory, as without ``cache=True``.
+writes a fresh cache for every later process. A cache that cannot be written (:func:`unwritable`:
+a full or read-only disk) is turned off for this process (:func:`without_disk`): the kernels are
+compiled in memory, as without ``cache=True``. Any other failure is not the cache's: it is raised.
 """
 
 from __future__ import annotations
@@ -42,15 +42,27 @@ def _caching_frames(exc: BaseException) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def from_cache(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised while numba read or wrote its cache (not by compiling itself)."""
-    return bool(_caching_frames(exc))
+_READING = frozenset({"load", "_load_index", "_load_data", "rebuild"})
+"""numba's functions that read a cache entry back: an exception raised in one is a damaged file
+(one raised further in, in what ``load_overload`` calls before it reads, is not)."""
+
+_WRITING = frozenset({"save", "_save_index", "_save_data", "_open_for_write", "save_overload", "_save_overload"})
+"""numba's functions that write a cache entry (a full or read-only disk)."""
 
 
-def reading(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised while numba read its cache back (a damaged file), not while it
-    wrote it (a full or read-only disk, which setting files aside cannot mend)."""
-    return any(name == "load_overload" for name, _ in _caching_frames(exc))
+def _innermost(exc: BaseException) -> str:
+    frames = _caching_frames(exc)
+    return frames[-1][0] if frames else ""
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised reading a cache entry back: a damaged file."""
+    return _innermost(exc) in _READING
+
+
+def unwritable(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised writing a cache entry: a disk that setting files aside cannot mend."""
+    return _innermost(exc) in _WRITING
 
 
 def _files(cache: Any) -> list[str]:
@@ -66,7 +78,7 @@ def _files(cache: Any) -> list[str]:
 def set_aside(exc: BaseException) -> bool:
     """Rename the files of the function whose cache raised ``exc`` to ``*.damaged``.
 
-    :param exc: an exception :func:`reading` accepts; the cache it came from is read off its
+    :param exc: an exception :func:`damaged` accepts; the cache it came from is read off its
         traceback (the ``Cache`` whose method raised), so only that function compiles again.
     :returns: whether its index is out of the way now (set aside here, or already gone: another
         process racing on the same cache may have set it aside first).

@@ -152,10 +152,13 @@ def _compile(job: Callable[[ModuleType], object], kernels: ModuleType) -> None:
             job(kernels)
             return
         except Exception as exc:  # only numba's cache is mended here: anything else is a failure
-            if not _cache.from_cache(exc):
-                raise
-            if not (_cache.reading(exc) and _cache.set_aside(exc)):
+            if _cache.damaged(exc):
+                if not _cache.set_aside(exc):
+                    _cache.without_disk()
+            elif _cache.unwritable(exc):
                 _cache.without_disk()
+            else:
+                raise
     job(kernels)
 
 
