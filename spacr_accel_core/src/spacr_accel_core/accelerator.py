@@ -265,31 +265,40 @@ def neural_engines() -> tuple[str, ...]:
     return engines
 
 
-def _gather_engines() -> tuple[tuple[str, ...], tuple[threading.Event, ...]]:
+def _each_plugins_list(hook: str, read: Any, what: str, kind: str) -> tuple[list[Any], tuple[threading.Event, ...]]:
+    """Every plugin's list for ``hook``, each read by ``read`` under the probe bound; a plugin that
+    overruns, raises or lists entries of the wrong kind is warned about once and loses only those.
+
+    :param read: ``read(function) -> (good, refused)``, run in the bounded thread.
+    :param what: the list in words, for the warnings (``"neural engines"``).
+    :param kind: what a good entry is, for the warning about the others (``"strings"``).
+    """
     timeout = _probe_timeout()
-    hook = "spacr_accel_neural_engines"
     impls = _hookimpls(hook, timeout)
     if isinstance(impls, _NoPlugins):
-        return (), impls.pending
-    found: dict[str, None] = {}
+        return [], impls.pending
+    found: list[Any] = []
     pending: list[threading.Event] = []
     for name, function in impls:
-        outcome = _bounded(functools.partial(_engine_names, function), timeout, f"neural engines {name}")
+        outcome = _bounded(functools.partial(read, function), timeout, f"{what} {name}")
         if outcome.timed_out:
             pending += _pending(outcome)
-            _warn_once(hook, name, "timeout", "plugin %r did not list its neural engines within %s s",
-                       name, timeout)
+            _warn_once(hook, name, "timeout", "plugin %r did not list its %s within %s s", name, what, timeout)
             continue
         if outcome.error is not None:
-            _warn_once(hook, name, "error", "plugin %r could not list neural engines: %s",
-                       name, _describe(outcome.error))
+            _warn_once(hook, name, "error", "plugin %r could not list %s: %s", name, what, _describe(outcome.error))
             continue
-        names, refused = outcome.value
+        good, refused = outcome.value
         if refused:
-            _warn_once(hook, name, "entry", "plugin %r listed neural engines that are not strings: %r; "
-                       "ignored", name, refused[:3])
-        found.update(dict.fromkeys(names))
-    return tuple(found), tuple(pending)
+            _warn_once(hook, name, "entry", "plugin %r listed %s that are not %s: %r; ignored",
+                       name, what, kind, refused[:3])
+        found += good
+    return found, tuple(pending)
+
+
+def _gather_engines() -> tuple[tuple[str, ...], tuple[threading.Event, ...]]:
+    names, pending = _each_plugins_list("spacr_accel_neural_engines", _engine_names, "neural engines", "strings")
+    return tuple(dict.fromkeys(names)), pending
 
 
 def host_devices() -> tuple[HostDevice, ...]:
@@ -332,33 +341,14 @@ def _gather_hosts() -> tuple[tuple[HostDevice, ...], tuple[threading.Event, ...]
     from ._host import os_devices  # local: the inventory is read only when asked
 
     found: list[HostDevice] = list(os_devices())
-    timeout = _probe_timeout()
-    hook = "spacr_accel_host_devices"
-    impls = _hookimpls(hook, timeout)
-    pending: list[threading.Event] = []
-    if isinstance(impls, _NoPlugins):
-        return tuple(found), impls.pending
-    for name, function in impls:
-        outcome = _bounded(functools.partial(_host_entries, function), timeout, f"host devices {name}")
-        if outcome.timed_out:
-            pending += _pending(outcome)
-            _warn_once(hook, name, "timeout", "plugin %r did not list its host devices within %s s",
-                       name, timeout)
-            continue
-        if outcome.error is not None:
-            _warn_once(hook, name, "error", "plugin %r could not list host devices: %s",
-                       name, _describe(outcome.error))
-            continue
-        good, refused = outcome.value
-        if refused:
-            _warn_once(hook, name, "entry", "plugin %r listed host devices that are not HostDevice "
-                       "records: %r; ignored", name, refused[:3])
-        for device in good:
-            # The same card seen by the OS and by a plugin is one card: same address, or same
-            # vendor and name where either lacks an address.
-            if not any(_same_device(device, known) for known in found):
-                found.append(device)
-    return tuple(found), tuple(pending)
+    added, pending = _each_plugins_list("spacr_accel_host_devices", _host_entries, "host devices",
+                                        "HostDevice records")
+    for device in added:
+        # The same card seen by the OS and by a plugin is one card: same address, or same
+        # vendor and name where either lacks an address.
+        if not any(_same_device(device, known) for known in found):
+            found.append(device)
+    return tuple(found), pending
 
 
 def _same_device(one: HostDevice, other: HostDevice) -> bool:
