@@ -92,6 +92,8 @@ def by_position(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...]
 def check_array(result: Any, expected: tuple[tuple[int, ...], np.ndarray | None]) -> str | None:
     """A float32 array of the expected shape (``out`` itself when one was given)."""
     shape, out = expected
+    if type(result) is np.ndarray and result.dtype is _F32 and result.shape == shape and out is None:
+        return None  # the per-tile case, answered in three identity checks
     if not isinstance(result, np.ndarray):
         return f"returned {type(result).__name__}, not a NumPy array"
     if result.shape != shape or result.dtype != _F32:
