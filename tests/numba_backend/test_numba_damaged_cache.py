@@ -83,7 +83,7 @@ def test_a_damaged_cache_is_set_aside_and_rebuilt_for_later_processes(tmp_path: 
     assert later[4] == "1 1"  # the rebuilt cache serves a later process
 
 
-def test_a_cache_that_cannot_be_written_leaves_the_kernels_compiled_in_memory(tmp_path: Path) -> None:
+def test_a_cache_that_cannot_be_written_is_still_read_and_the_rest_compiled_in_memory(tmp_path: Path) -> None:
     assert spacr_accel_numba.warm(timeout=600)
     cache = tmp_path / "numba-cache"
     lines = _run(_COPY + """
@@ -100,9 +100,10 @@ print(spacr_accel_numba.warm(timeout=600), spacr_accel_numba.failure())
 import numpy as np
 points = np.random.default_rng(2).uniform(0, 10, (500, 2))
 got = ops.nearest_neighbours(points[:50] + 0.1, points, backend="numba")
-print(last_dispatch().backend, type(_kernels.grid_empty._cache).__name__)
+print(last_dispatch().backend, sum(_kernels.grid_empty.stats.cache_misses.values()),
+      sum(_kernels.filter_band.stats.cache_hits.values()) >= 3)  # compiled; what was there loaded
 """, cache, _kernels.grid_empty._cache._cache_path)
-    assert lines == ["True None", "numba NullCache"]
+    assert lines == ["True None", "numba 1 True"]
 
 
 def test_a_failure_beside_the_cache_sets_no_file_aside(tmp_path: Path) -> None:

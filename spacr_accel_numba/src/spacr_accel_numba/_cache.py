@@ -10,8 +10,9 @@ WHAT IS DONE. A compile that fails reading a cache entry back (:func:`damaged`) 
 function's files renamed to ``*.damaged`` beside them (:func:`set_aside`, one copy kept per file,
 for a bug report), and is compiled again: numba, finding no index, compiles from source and
 writes a fresh cache for every later process. A cache that cannot be written (:func:`unwritable`:
-a full or read-only disk) is turned off for this process (:func:`without_disk`): the kernels are
-compiled in memory, as without ``cache=True``. Any other failure is not the cache's: it is raised.
+a full or read-only disk) stops being written for this process (:func:`without_disk`): what it
+holds still loads, and what is compiled stays in memory. Any other failure is not the cache's: it
+is raised.
 """
 
 from __future__ import annotations
@@ -102,24 +103,28 @@ def set_aside(exc: BaseException) -> bool:
     return index is not None and not os.path.exists(index)
 
 
-def without_disk(modules: list[ModuleType] | None = None) -> int:
-    """Turn numba's disk cache off for every kernel of this distribution (this process only).
+def _unwritten(*args: object) -> None:
+    """Stands for a cache's ``save_overload`` once writing is turned off: saves nothing."""
 
-    :param modules: the modules whose dispatchers lose their cache (default: every loaded module
-        of ``spacr_accel_numba``).
+
+def without_disk(modules: list[ModuleType] | None = None) -> int:
+    """Turn writing numba's disk cache off for every kernel of this distribution (this process
+    only): what is there still loads, what is compiled stays in memory.
+
+    :param modules: the modules whose dispatchers stop writing (default: every loaded module of
+        ``spacr_accel_numba``).
     :returns: how many dispatchers were changed.
     """
-    from numba.core.caching import NullCache  # numba is imported by now: the kernels are
-
     if modules is None:
         modules = [module for name, module in list(sys.modules.items())
                    if name.startswith("spacr_accel_numba.") and module is not None]
     changed = 0
     for module in modules:
         for value in list(vars(module).values()):
-            if hasattr(value, "_cache") and hasattr(value, "py_func"):  # a numba dispatcher
-                value._cache = NullCache()
+            cache = getattr(value, "_cache", None) if hasattr(value, "py_func") else None  # a numba dispatcher
+            if cache is not None and hasattr(cache, "save_overload"):
+                cache.save_overload = _unwritten
                 changed += 1
-    _log.warning("spacr-accel-numba: numba's cache cannot be read or written here; the kernels are "
-                 "compiled in memory for this process")
+    _log.warning("spacr-accel-numba: numba's cache cannot be written here; what it holds still loads, "
+                 "and the kernels compiled now stay in memory for this process")
     return changed
