@@ -79,6 +79,7 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk
     if metric == "hamming":
         from ._hamming import hamming_nearest
 
+        _warm.kernels_for("science:hamming")  # declines while the warm-up compiles it
         index, distance = hamming_nearest(source, target, k, max_distance)
     elif k == 1 and max_distance is None:  # the per-tile case: the k = 1 grid and the wide search
         index, squared = nearest_squared(source, target, _warm.kernels_for)
@@ -86,6 +87,7 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk
     else:
         from ._knearest import k_nearest
 
+        _warm.kernels_for("science:knearest")
         index, distance = k_nearest(source, target, k, max_distance)
     return (index[:, 0].copy(), distance[:, 0].copy()) if k == 1 else (index, distance)
 
@@ -94,6 +96,7 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk
 def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
     from ._peaks import local_maxima
 
+    _warm.kernels_for("science:peaks")
     return local_maxima(field, size, threshold)
 
 

@@ -19,6 +19,7 @@ calls never wait on the parent's thread, and :func:`warm` returns there too.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -115,8 +116,16 @@ def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
         points = np.zeros((HELD + 1, WIDE), dtype=np.float32)
         return search(kernels, points[:4], points)
 
+    def science(module: str) -> Callable[[ModuleType], object]:
+        def compile_science(kernels: ModuleType) -> object:
+            # The k-nearest, Hamming and peak drivers compile their own kernels module on
+            # exactly the driver's types (their warm_job), here, so no call compiles.
+            return importlib.import_module(f"{__package__}.{module}").warm_job()
+        return compile_science
+
     return [("filter:float32", field("float32")), ("nearest", nearest), ("nearest:wide", nearest_wide),
-            *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:])]
+            *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:]),
+            *((f"science:{module[1:]}", science(module)) for module in ("_peaks", "_knearest", "_hamming"))]
 
 
 def _compile_all() -> None:
