@@ -58,11 +58,29 @@ def fake_openvino(devices: dict[str, str | Exception], *, core: Callable[[], Non
 
 
 @pytest.fixture
-def fresh() -> Iterator[None]:
-    """Forget the cached accelerator and neural engines before and after: each test asks anew."""
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Forget the cached accelerator and neural engines before and after: each test asks anew,
+    as on a machine whose OS lists an NPU (so OpenVINO is asked)."""
+    from spacr_accel_openvino import _plugin
+
+    monkeypatch.setattr(_plugin, "worth_asking", lambda: True)
     spacr_accel_core.refresh()
     yield
     spacr_accel_core.refresh()
+
+
+def test_without_an_npu_listed_on_linux_openvino_is_not_even_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The doctor's 0.9 s: on Linux, OpenVINO is asked only where the OS lists an NPU."""
+    from spacr_accel_openvino import _plugin
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(accelerator, "host_devices", lambda: ())
+    monkeypatch.setitem(sys.modules, "openvino", None)  # an import would raise: it must not happen
+    assert _plugin.worth_asking() is False
+    assert _plugin.engines() == []
+    npu = spacr_accel_core.HostDevice(vendor="Intel", name="Intel(R) AI Boost", kind="npu")
+    monkeypatch.setattr(accelerator, "host_devices", lambda: (npu,))
+    assert _plugin.worth_asking() is True
 
 
 def openvino_engines() -> list[str]:
