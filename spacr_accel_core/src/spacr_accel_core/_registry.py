@@ -485,9 +485,9 @@ class Registry:
                 declined.append((impl.plugin, f"faulty: {problem}"))
                 continue
             self._last.call = (operation, impl.plugin, declined, skipped)
-            if _debug_enabled(logging.DEBUG):
-                logger.debug("%s served by %r%s", operation, impl.plugin,
-                             f" after {[name for name, _ in declined]} declined" if declined else "")
+            if declined and _debug_enabled(logging.DEBUG):  # each fall-through is logged; a first answer is not
+                logger.debug("%s served by %r after %s declined", operation, impl.plugin,
+                             [name for name, _ in declined])
             return result
         raise NoBackendError(operation, [*declined, *skipped, *out_of_line],
                              hint=fix_hint(snapshot.plugins, snapshot.floor, only))
