@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core.toolkit import PrecisionWindow, describe
-from spacr_accel_core.toolkit import first_line as _first_line
 from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
 from spacr_accel_core.tiling import tiled as run_tiles
+from spacr_accel_core.toolkit import PrecisionWindow, describe
+from spacr_accel_core.toolkit import first_line as _first_line
 
 if TYPE_CHECKING:
     import torch
