@@ -17,12 +17,16 @@ from spacr_accel_core import API_VERSION, BackendInfo, Declaration, Registry, ho
 from spacr_accel_core.config import ENV_DISABLE, ENV_ONLY
 
 LOGGER = "spacr_accel_core"
-"""The core's logger; its modules log under it (the accelerator's probes under ``.accelerator``)."""
+"""The core's logger; each of its modules logs under its own name beneath it."""
+
+_PROBE_SIDE = tuple(f"{LOGGER}.{module}" for module in
+                    ("accelerator", "_probers", "_bounded", "_host", "_records", "_memory", "_cellpose"))
+"""The accelerator's modules: what they log is about probing, not about the registry."""
 
 
 def _registry_record(record: logging.LogRecord) -> bool:
     """Logged by the registry's modules (discovery, configuration, dispatch), not by the probes."""
-    return record.name.startswith(f"{LOGGER}.") and not record.name.startswith(f"{LOGGER}.accelerator")
+    return record.name.startswith(f"{LOGGER}.") and not record.name.startswith(_PROBE_SIDE)
 
 
 def reference_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from ._errors import BackendUnavailable, describe
 
 _T = TypeVar("_T")
 
-logger = logging.getLogger("spacr_accel_core.accelerator")
+logger = logging.getLogger(__name__)
 
 ENV_PROBE_TIMEOUT: Final = "SPACR_ACCEL_PROBE_TIMEOUT"
 """Seconds one probe may take before it is abandoned; ``inf`` waits forever."""

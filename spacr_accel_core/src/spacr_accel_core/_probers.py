@@ -25,7 +25,7 @@ from ._errors import first_line as _first_line
 from ._records import KINDS, Accelerator
 from ._registry import REGISTRY
 
-logger = logging.getLogger("spacr_accel_core.accelerator")
+logger = logging.getLogger(__name__)
 
 ENV_DEVICE: Final = "SPACR_DEVICE"
 """Force a device (``cuda:1``, ``mps``, ``xpu``, ``directml``) or the CPU. The escape hatch for "the

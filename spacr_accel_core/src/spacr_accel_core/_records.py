@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-logger = logging.getLogger("spacr_accel_core.accelerator")
+logger = logging.getLogger(__name__)
 
 Status = Literal["ok", "unusable", "faulty", "blocked", "incompatible", "duplicate"]
 

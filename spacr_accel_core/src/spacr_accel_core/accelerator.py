@@ -109,7 +109,7 @@ __all__ = [
     "torch_device",
 ]
 
-logger = logging.getLogger("spacr_accel_core.accelerator")
+logger = logging.getLogger(__name__)
 
 # ---- resolution ----------------------------------------------------------------------------
 

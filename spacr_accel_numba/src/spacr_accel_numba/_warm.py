@@ -33,7 +33,7 @@ from spacr_accel_core import BackendDeclined, BackendUnavailable
 
 from . import _cache, _fork
 
-_log = logging.getLogger("spacr_accel_numba")
+_log = logging.getLogger(__name__)
 
 FIELD_DTYPES = ("float32", "uint16", "uint8")
 """The dtypes the filter is compiled for, in the order they are compiled (the common first)."""

@@ -55,7 +55,7 @@ from spacr_accel_core.accelerator import (
 from spacr_accel_core.toolkit import describe as _describe
 from spacr_accel_core.toolkit import first_line as _first_line
 
-logger = logging.getLogger("spacr_accel_torch.probe")
+logger = logging.getLogger(__name__)
 
 FALLBACK_ENV: Final = "PYTORCH_ENABLE_MPS_FALLBACK"
 """torch's switch that sends operators Metal lacks to the CPU instead of raising."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["IEEE_UNIT", "Device", "budget", "current_float32_gemm_unit", "float32_gemm_unit", "ieee_float32",
            "is_out_of_memory", "release", "target", "tensor", "tiled", "translate"]
 
-logger = logging.getLogger("spacr_accel_torch.runtime")
+logger = logging.getLogger(__name__)
 
 _OOM_WORDS = re.compile(r"out of memory|can't allocate memory|cannot allocate memory", re.IGNORECASE)
 # Messages torch passes through from a vendor runtime: the device's fault, not this package's.
