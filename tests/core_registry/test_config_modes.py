@@ -350,3 +350,43 @@ def test_overrides_apply_to_the_environment_of_the_registry_that_dispatches(priv
     private.refresh()
     with config.override(only=True):
         assert private.backend_names() == ("beta",)
+
+
+def test_only_with_every_named_backend_unknown_runs_nothing(private, pair, monkeypatch):
+    """A typo in SPACR_ACCEL_BACKENDS under SPACR_ACCEL_ONLY must not let the floor answer quietly."""
+    monkeypatch.setenv("SPACR_ACCEL_BACKENDS", "cupyX")
+    monkeypatch.setenv("SPACR_ACCEL_ONLY", "1")
+    private.refresh()
+    with pytest.raises(NoBackendError):
+        ops.matmul(FIRST, SECOND)
+    monkeypatch.delenv("SPACR_ACCEL_ONLY")
+    private.refresh()
+    assert served(private, "matmul") == "alpha"  # without only, an unknown name is warned about and dropped
+
+
+def test_an_override_for_one_operation_keeps_the_others(private, pair, monkeypatch):
+    monkeypatch.setenv("SPACR_ACCEL_BACKENDS_MAXIMUM_FILTER", "beta")
+    private.refresh()
+    with config.override(operations={"matmul": ["beta"]}):
+        assert served(private, "matmul") == "beta"
+        assert served(private, "maximum_filter") == "beta"  # the environment's, kept
+        with config.override(operations={"maximum_filter": ["alpha"]}):  # nested: both in force
+            assert served(private, "matmul") == "beta"
+            assert served(private, "maximum_filter") == "alpha"
+
+
+def test_a_mistyped_operation_variable_is_warned_about(private, pair, monkeypatch, caplog):
+    monkeypatch.setenv("SPACR_ACCEL_BACKENDS_MAXIMUMFILTER", "beta")
+    private.refresh()
+    with caplog.at_level(logging.WARNING):
+        assert served(private, "maximum_filter") == "alpha"
+    assert any("MAXIMUMFILTER names no operation" in r.getMessage() for r in caplog.records)
+
+
+def test_use_discovers_nothing_on_entry(monkeypatch):
+    """Entering use() only sets the context: discovery waits for a call that needs it."""
+    from spacr_accel_core import REGISTRY
+
+    REGISTRY.refresh()
+    with use("numpy"):
+        assert REGISTRY._snapshot is None

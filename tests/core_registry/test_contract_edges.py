@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.ndimage
 
-from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, NoBackendError, hookimpl, ops
+from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, NoBackendError, PluginFault, hookimpl, ops
 from spacr_accel_core.testing import reference_nearest
 
 FIRST = np.arange(6, dtype=np.float32).reshape(3, 2)
@@ -346,3 +346,29 @@ def test_a_window_covering_a_thin_field_is_a_reduction(private, shape, size):
     np.testing.assert_array_equal(got, np.full(shape, 5, np.float32))
     field[0, 0] = np.nan
     assert np.isnan(ops.maximum_filter(field, size)).all()  # the NaN rule
+
+
+def test_max_distance_applied_by_the_core_compares_in_float64(kit, private, numpy_plugin):
+    """A plugin without max_distance has it applied by the core, exactly as the backends that prune
+    compare: a float32 distance of 0.1 (0.100000001...) is beyond max_distance=0.1."""
+    def nearest(source, target, chunk):
+        return np.zeros(len(source), np.int64), np.full(len(source), np.float32(0.1))
+
+    private.register(kit.make_plugin("near", nearest_neighbours=nearest), "near")
+    private.register(numpy_plugin, "numpy")
+    index, distance = ops.nearest_neighbours(np.zeros((2, 2)), np.ones((3, 2)), max_distance=0.1, backend="near")
+    assert index.tolist() == [-1, -1] and np.isinf(distance).all()
+
+
+def test_a_wrong_answer_for_one_field_of_a_stack_is_that_plugins_fault(kit, private, numpy_plugin):
+    """A plugin taking one field at a time that returns int32 peaks for a field is faulty, named by
+    the field, as it would be for a 2-D call (not widened into a right-looking answer)."""
+    def peaks(field, size, threshold):
+        return np.zeros((1, 2), np.int32)
+
+    plugin = kit.make_plugin("narrow", maximum_filter=lambda f, s: np.zeros(f.shape, np.float32))
+    plugin.spacr_accel_local_maxima = hookimpl(peaks)  # type: ignore[attr-defined]
+    private.register(plugin, "narrow")
+    private.register(numpy_plugin, "numpy")
+    with pytest.raises(PluginFault, match="field 0 of the stack"):
+        ops.local_maxima(np.zeros((2, 4, 4), np.float32), 3, backend="narrow")

@@ -4,9 +4,11 @@ WHY A TABLE. An operation is its hookspec (whose argument names pluggy holds), t
 backend returns, and the adapters that let every plugin serve it whatever subset of the arguments
 it declares (a camera field cast for a plugin that did not name the dtype, a stack handed over one
 field at a time, ``out=`` filled by a copy, ``max_distance`` applied after a plugin that does not
-prune). Dispatch, the conformance suite, the Dask layer, the doctor and the bench all read
-:data:`OPERATIONS`, so adding an operation is one entry here, one hookspec, and the backends that
-implement it.
+prune). Discovery (what each plugin implements, and whether its signature can serve), dispatch
+(the adapters and the result check), the capabilities table the doctor prints (one row per entry)
+and the bench (a test fails when an operation has no case) read :data:`OPERATIONS`; the
+conformance suite follows each plugin's ``operations``. Adding an operation is one entry here, one
+hookspec, the ``ops`` function that checks its input, and the backends that implement it.
 
 THE ADAPTERS KEEP THE HOT PATH BARE. A plugin that declares exactly the spec's arguments and takes
 everything it can be sent is called as it is: no wrapper, no cost on the per-tile path.
@@ -200,7 +202,11 @@ def _into_out(call: Call) -> Call:
 
 
 def _field_by_field(call: Call) -> Call:
-    """A stack ``(..., H, W)`` for a plugin that takes one field: each field in turn, into one result."""
+    """A stack ``(..., H, W)`` for a plugin that takes one field: each field in turn, into one result.
+
+    Each field's answer is checked as a whole answer would be, and a wrong one is raised as a
+    ``TypeError`` naming the field, so dispatch reports the real fault (not a later shape mismatch).
+    """
 
     def each(field: np.ndarray, size: int, out: np.ndarray | None) -> Any:
         if field.ndim == 2:
@@ -210,9 +216,9 @@ def _field_by_field(call: Call) -> Call:
         into = result.reshape(fields.shape)
         for i in range(fields.shape[0]):
             view = into[i]
-            answer = call(fields[i], size, view)
-            if answer is not view:  # a wrong answer for one field: returned whole, the check names it
-                return answer if not isinstance(answer, np.ndarray) else np.empty((0,), _F32)
+            problem = check_array(call(fields[i], size, view), (view.shape, view))
+            if problem is not None:
+                raise TypeError(f"field {i} of the stack: {problem}")
         return result
 
     return each
@@ -267,7 +273,7 @@ def beyond(result: Any, max_distance: float) -> Any:
     index, distance = result
     if not isinstance(index, np.ndarray) or not isinstance(distance, np.ndarray):
         return result
-    far = distance > max_distance
+    far = distance > np.float64(max_distance)  # in float64, as every backend compares (NEP 50 would use float32)
     if not far.any():
         return result
     index, distance = index.copy(), distance.copy()
@@ -277,7 +283,8 @@ def beyond(result: Any, max_distance: float) -> Any:
 
 
 def _peaks_field_by_field(call: Call) -> Call:
-    """Peaks of a stack for a plugin that takes one field: the leading coordinates prepended."""
+    """Peaks of a stack for a plugin that takes one field: the leading coordinates prepended, each
+    field's answer checked as a whole answer would be."""
 
     def each(field: np.ndarray, size: int, threshold: np.float32 | None) -> Any:
         if field.ndim == 2:
@@ -287,8 +294,9 @@ def _peaks_field_by_field(call: Call) -> Call:
         found = []
         for i in range(fields.shape[0]):
             peaks = call(fields[i], size, threshold)
-            if not isinstance(peaks, np.ndarray) or peaks.ndim != 2 or peaks.shape[1] != 2:
-                return peaks  # the check names what is wrong
+            problem = check_coordinates(peaks, fields.shape[1:])
+            if problem is not None:
+                raise TypeError(f"field {i} of the stack: {problem}")
             where = np.asarray(np.unravel_index(i, lead), dtype=np.int64)
             found.append(np.hstack([np.broadcast_to(where, (len(peaks), len(lead))), peaks]))
         return np.concatenate(found).astype(_I64, copy=False) if found else np.empty((0, field.ndim), _I64)

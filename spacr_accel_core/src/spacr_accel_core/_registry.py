@@ -326,9 +326,8 @@ class Registry:
 
     def restriction(self, operation: str | None = None) -> tuple[str, ...] | None:
         """The order in force for this context (and ``operation``): an override first, else the environment."""
-        override = _override.get()
-        environment = self._state().environment
-        settings = environment if override is None else override.over(environment)
+        snapshot = self._state()
+        settings = self._settings(snapshot, self._checked_override(snapshot))
         return settings.order_for(operation) if operation is not None else settings.backends
 
     def backend_names(self, gpu: bool = True, operation: str | None = None) -> tuple[str, ...]:

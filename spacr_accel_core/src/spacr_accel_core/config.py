@@ -100,22 +100,37 @@ def environment(environ: Mapping[str, str] | None = None) -> Config:
 @dataclass(frozen=True)
 class Changes:
     """What a context's overrides change (``None``: as in force outside it). Kept as changes, not
-    as a whole configuration, so each registry applies them to the environment IT read."""
+    as a whole configuration, so each registry applies them to the environment IT read.
+
+    :param clear_operations: ``backends=`` was given without ``operations=``: the names given are
+        the order for every operation, so the per-operation orders in force outside are dropped.
+    """
 
     backends: tuple[str, ...] | None = None
     only: bool | None = None
-    operations: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    operations: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    clear_operations: bool = False
 
     def over(self, base: Config) -> Config:
-        """``base`` with these changes applied."""
+        """``base`` with these changes applied (per-operation orders merged, these winning)."""
+        orders = {} if self.clear_operations else dict(base.operations)
+        orders.update(self.operations)
         return Config(backends=base.backends if self.backends is None else self.backends,
                       only=base.only if self.only is None else self.only,
-                      operations=base.operations if self.operations is None else self.operations,
-                      disable=base.disable)
+                      operations=tuple(sorted(orders.items())), disable=base.disable)
+
+    def then(self, inner: Changes) -> Changes:
+        """These changes with an inner override's on top (a nested ``with``)."""
+        orders = {} if inner.clear_operations else dict(self.operations)
+        orders.update(inner.operations)
+        return Changes(backends=self.backends if inner.backends is None else inner.backends,
+                       only=self.only if inner.only is None else inner.only,
+                       operations=tuple(sorted(orders.items())),
+                       clear_operations=self.clear_operations or inner.clear_operations)
 
     def names(self) -> tuple[str, ...]:
         """Every backend name these changes mention."""
-        return (*(self.backends or ()), *(n for _, order in self.operations or () for n in order))
+        return (*(self.backends or ()), *(n for _, order in self.operations for n in order))
 
 
 _context: contextvars.ContextVar[Changes | None] = contextvars.ContextVar("spacr_accel_config", default=None)
@@ -154,27 +169,34 @@ def override(*, backends: tuple[str, ...] | list[str] | None = None, only: bool 
     :raises ValueError: an unknown operation. (``only=True`` where no backend is named anywhere,
         here or in the environment, restricts nothing: there is no list to keep to.)
     """
-    changes: dict[str, object] = {}
-    if backends is not None:
-        changes["backends"] = _names(backends, "backends")
-        if operations is None:  # the names given are the order for every operation, env ones included
-            changes["operations"] = ()
-    if only is not None:
-        if not isinstance(only, bool):
-            raise TypeError(f"only must be True or False, got {only!r}")
-        changes["only"] = only
+    with _changes(_checked(backends, only, operations)):
+        yield current()
+
+
+def _checked(backends: tuple[str, ...] | list[str] | None, only: bool | None,
+             operations: Mapping[str, tuple[str, ...] | list[str]] | None) -> Changes:
+    """The keywords of :func:`override` as :class:`Changes`, each checked."""
+    orders: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    if only is not None and not isinstance(only, bool):
+        raise TypeError(f"only must be True or False, got {only!r}")
     if operations is not None:
         from ._operations import OPERATIONS
 
         unknown = sorted(set(operations) - set(OPERATIONS))
         if unknown:
             raise ValueError(f"operations names unknown operations {unknown}; known: {sorted(OPERATIONS)}")
-        changes["operations"] = tuple(sorted((op, _names(order, f"operations[{op!r}]"))
-                                             for op, order in operations.items()))
-    combined = replace(_context.get() or Changes(), **changes)  # type: ignore[arg-type]  # each checked above
-    token = _context.set(combined)
+        orders = tuple(sorted((op, _names(order, f"operations[{op!r}]")) for op, order in operations.items()))
+    return Changes(backends=None if backends is None else _names(backends, "backends"), only=only,
+                   operations=orders, clear_operations=backends is not None and operations is None)
+
+
+@contextmanager
+def _changes(changes: Changes) -> Iterator[None]:
+    """Put ``changes`` in force for this context (on top of any in force); no discovery needed."""
+    outer = _context.get()
+    token = _context.set(changes if outer is None else outer.then(changes))
     try:
-        yield current()
+        yield
     finally:
         _context.reset(token)
 
@@ -217,7 +239,7 @@ def use(*names: str, only: bool | None = None) -> Iterator[None]:
     """
     if not names or not all(isinstance(n, str) and n for n in names):
         raise TypeError("use() takes one or more backend names, e.g. use('numpy')")
-    with override(backends=list(names), only=only):
+    with _changes(_checked(list(names), only, None)):  # no discovery on entry: only calls need it
         yield
 
 
@@ -230,7 +252,14 @@ def cpu_requested() -> bool:
 
 
 def known(environment: Config, plugins: Mapping[str, object]) -> Config:
-    """The environment's orders with names no plugin has dropped (and warned about, once per discovery)."""
+    """The environment's orders with names no plugin has dropped (and warned about, once per discovery).
+
+    Under ``SPACR_ACCEL_ONLY`` an order whose every name is unknown stays an empty order (nothing may
+    run: the error says why) instead of becoming "no order" (everything runs): a typo must not let
+    the CPU answer where the job asked to prove the card ran.
+    """
+    from ._operations import OPERATIONS
+
     def keep(names: tuple[str, ...] | None, variable: str) -> tuple[str, ...] | None:
         if names is None:
             return None
@@ -238,8 +267,13 @@ def known(environment: Config, plugins: Mapping[str, object]) -> Config:
         if unknown:
             logger.warning("%s names backends that are not installed: %s; installed: %s", variable,
                            ", ".join(unknown), ", ".join(sorted(plugins)) or "none")
-        return tuple(n for n in names if n in plugins) or None
+        kept = tuple(n for n in names if n in plugins)
+        return kept if kept or environment.only else None
 
+    for op, _ in environment.operations:
+        if op not in OPERATIONS:
+            logger.warning("%s%s names no operation (known: %s); ignored", ENV_OPERATION_PREFIX, op.upper(),
+                           ", ".join(sorted(OPERATIONS)))
     operations = tuple((op, kept) for op, order in environment.operations
-                       if (kept := keep(order, f"SPACR_ACCEL_BACKENDS_{op.upper()}")) is not None)
+                       if op in OPERATIONS and (kept := keep(order, f"{ENV_OPERATION_PREFIX}{op.upper()}")) is not None)
     return replace(environment, backends=keep(environment.backends, ENV_BACKENDS), operations=operations)

@@ -66,22 +66,21 @@ def _device_count() -> int:
 @hookimpl
 def spacr_accel_backend_info() -> BackendInfo:
     """Usable where CuPy reaches at least one CUDA device and ``SPACR_DEVICE`` does not forbid it."""
-    info = BackendInfo
     forced = device_request()
     if forced.cpu:
-        return info(False, f"{ENV_DEVICE}={forced.text.lower()} forces the CPU")
+        return BackendInfo(False, f"{ENV_DEVICE}={forced.text.lower()} forces the CPU")
     if not forced.auto and forced.family != "cuda":
-        return info(False, f"{ENV_DEVICE}={forced.text.lower()} names a device cupy does not drive (CUDA only)")
+        return BackendInfo(False, f"{ENV_DEVICE}={forced.text.lower()} names a device cupy does not drive (CUDA only)")
     absent = _driver.no_nvidia_driver()
     if absent is not None:
-        return info(False, absent)
+        return BackendInfo(False, absent)
     try:
         count = _device_count()
     except BackendUnavailable as exc:
-        return info(False, str(exc))
+        return BackendInfo(False, str(exc))
     if count < 1:
-        return info(False, "cupy found no CUDA device")
-    return info(True, f"cupy on {count} CUDA device(s)")
+        return BackendInfo(False, "cupy found no CUDA device")
+    return BackendInfo(True, f"cupy on {count} CUDA device(s)")
 
 
 @contextmanager

@@ -86,21 +86,20 @@ def _detect_bounded() -> Accelerator | None:
 @hookimpl
 def spacr_accel_backend_info() -> BackendInfo:
     """Usable for automatic dispatch only where torch has a GPU of any vendor to run on."""
-    info = BackendInfo
     forced = device_request()
     if forced.cpu:
-        return info(False, f"{ENV_DEVICE}={forced.text} forces the CPU (backend='torch' still runs there)")
+        return BackendInfo(False, f"{ENV_DEVICE}={forced.text} forces the CPU (backend='torch' still runs there)")
     absent = _no_device_node()
     if absent is not None:
-        return info(False, f"{absent}; backend='torch' runs on the CPU when forced")
+        return BackendInfo(False, f"{absent}; backend='torch' runs on the CPU when forced")
     try:
         found = _detect_bounded()
     except RuntimeError as exc:
-        return info(False, f"no torch device: {exc} (`pip install spacr-accel[torch]`)")
+        return BackendInfo(False, f"no torch device: {exc} (`pip install spacr-accel[torch]`)")
     if found is None or not found.is_gpu:
         why = found.note if found is not None and found.note else "torch found no GPU here"
-        return info(False, f"{why}; backend='torch' runs on the CPU when forced")
-    return info(True, f"torch on {found.device} ({found.label})")
+        return BackendInfo(False, f"{why}; backend='torch' runs on the CPU when forced")
+    return BackendInfo(True, f"torch on {found.device} ({found.label})")
 
 
 def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
