@@ -176,3 +176,21 @@ def test_torch_forced_with_gpu_false_runs_on_the_cpu():
     got = ops.matmul(FIELD, FIELD.T, backend="torch", gpu=False)
     assert spacr_accel_core.last_dispatch().backend == "torch"
     np.testing.assert_allclose(got, FIELD @ FIELD.T, rtol=1e-6)
+
+
+@pytest.mark.parametrize("threshold", [2**60 - 1, 10**400, -(10**400), 1e39, float("inf"), 0.1])
+def test_the_threshold_is_exact_for_huge_integers_and_beyond_float32(threshold):
+    """``v > threshold`` is decided exactly: an integer above 2**53 is not rounded first, and a
+    threshold beyond float32's range keeps inf (and only inf) above it."""
+    from fractions import Fraction
+
+    values = [2.0**60, np.inf, 3.4028235e38, float(np.float32(0.1)), -np.inf]
+
+    def above(v):
+        if np.isinf(v):
+            return v > 0 and threshold != float("inf")
+        return threshold != float("inf") and Fraction(v) > Fraction(threshold)
+
+    field = np.array([values], np.float32)  # size 1: every pixel is its own window
+    expected = [[0, i] for i, v in enumerate(values) if above(v)]
+    assert ops.local_maxima(field, 1, threshold=threshold).tolist() == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -180,14 +181,27 @@ def threshold_below(threshold: Any) -> np.float32 | None:
         return None
     if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (int, float, np.integer, np.floating)):
         raise TypeError(f"threshold must be a real number or None, got {type(threshold).__name__}")
-    value = float(threshold)
-    if math.isnan(value):
+    exact = int(threshold) if isinstance(threshold, (int, np.integer)) else float(threshold)
+    if isinstance(exact, float) and math.isnan(exact):
         raise ValueError("threshold is NaN; pass None for no threshold")
+    try:
+        value = float(exact)  # an integer beyond 2**53 is rounded here, and compared exactly below
+    except OverflowError:  # an integer beyond float64's range: beyond every float32 too
+        value = math.inf if exact > 0 else -math.inf
     with np.errstate(over="ignore"):
         below = np.float32(value)
-    if float(below) > value:
+    if _above(float(below), exact):
         below = np.nextafter(below, np.float32(-np.inf))
     return np.float32(below)
+
+
+def _above(candidate: float, exact: int | float) -> bool:
+    """``candidate > exact``, exactly (an integer threshold is compared without rounding it)."""
+    if math.isinf(candidate):
+        return candidate > 0 and exact != math.inf
+    if isinstance(exact, float) and math.isinf(exact):
+        return exact < 0
+    return Fraction(candidate) > Fraction(exact)
 
 
 def distance_bound(max_distance: Any) -> float | None:
