@@ -95,6 +95,22 @@ def _integer(value: Any, name: str) -> int:
 
 
 
+def fields_shape(shape: tuple[int, ...]) -> None:
+    """A field is 2-D, or a stack ``(..., H, W)`` of 2-D fields; anything else is refused."""
+    if len(shape) < 2:
+        raise ValueError(f"field must be a 2-D array (or a stack (..., H, W) of 2-D fields), got "
+                         f"{len(shape)}-D with shape {shape}")
+
+
+def window_edge(size: Any) -> int:
+    """``size`` as the odd window edge the contract filters with: even sizes raised to the next odd
+    (a window with no centre cannot be centred), 0 and 1 both a window of one pixel."""
+    window = _integer(size, "size")
+    if window < 0:
+        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
+    return window + 1 if window % 2 == 0 else window
+
+
 def _product_shape(first: tuple[int, ...], second: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's ``@`` result shape, or ValueError naming both operands."""
     if len(first) == 2 and len(second) == 2:  # the per-tile case: keep it cheap

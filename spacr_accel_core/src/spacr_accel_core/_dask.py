@@ -28,9 +28,7 @@ from dask.delayed import delayed
 
 from . import _checks, last_dispatch, ops
 
-_NUMERIC_KINDS = frozenset("biuf")
-_F32 = np.dtype(np.float32)
-_I64 = np.dtype(np.int64)
+_NUMERIC_KINDS, _F32, _I64 = _checks._NUMERIC_KINDS, _checks._F32, _checks._I64
 _PAIR = np.dtype([("index", _I64), ("distance", _F32)])
 _LOCAL = "this process"
 _TASK_FILTER = "spacr_accel-maximum_filter"  # the block tasks' key prefix, as the dashboard shows it
@@ -273,16 +271,8 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
     """See :func:`spacr_accel_core.dask.maximum_filter`."""
     _checks._options(gpu, backend)
     array = _dask(field, "field")
-    if array.ndim < 2:
-        raise ValueError(
-            f"field must be a 2-D array, or a stack (..., H, W) of 2-D fields, "
-            f"got {array.ndim}-D with shape {array.shape}"
-        )
-    window = _integer(size, "size")
-    if window < 0:
-        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
-    if window % 2 == 0:
-        window += 1
+    _checks.fields_shape(array.shape)
+    window = _checks.window_edge(size)
     _known(array, "field", tuple(range(array.ndim)))
     height, width = array.shape[-2:]
     meta = np.empty((0,) * array.ndim, dtype=_F32)
@@ -448,13 +438,8 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = Tr
     _checks._options(gpu, backend)
     _checks.threshold_below(threshold)  # refused here, with ops' words, before any graph is built
     array = _dask(field, "field")
-    if array.ndim < 2:
-        raise ValueError(f"field must be a 2-D array, or a stack (..., H, W) of 2-D fields, "
-                         f"got {array.ndim}-D with shape {array.shape}")
-    window = _integer(size, "size")
-    if window < 0:
-        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
-    window += 1 - window % 2 if window else 0
+    _checks.fields_shape(array.shape)
+    window = _checks.window_edge(size)
     _known(array, "field", tuple(range(array.ndim)))
     # Whole rows in every block: the blocks' peaks, concatenated in block order, are then in
     # row-major order with no global sort. Only the rows exchange a halo.

@@ -16,6 +16,7 @@ everything it can be sent is called as it is: no wrapper, no cost on the per-til
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,15 +25,12 @@ from typing import Any, Final
 import numpy as np
 
 from . import _hookspecs
+from ._checks import _F32, _I64, _ZERO
 from ._declaration import NARROW_FIELDS, Declaration
 from ._errors import BackendDeclined
 
-_F32: Final = np.dtype(np.float32)
-_I64: Final = np.dtype(np.int64)
-_ZERO: Final = np.float32(0.0)
-
 Call = Callable[..., Any]
-Adapter = Callable[[Call, tuple[str, ...], Declaration], Call]
+Adapter = Callable[[Call, tuple[str, ...], tuple[str, ...], Declaration], Call]
 Check = Callable[[Any, Any], "str | None"]
 
 
@@ -43,8 +41,8 @@ class Operation:
     :param name: the operation's name (``ops.<name>``); its hook is ``spacr_accel_<name>``.
     :param check: ``check(result, expected)`` says what is wrong with a backend's result, or
         ``None``; a wrong result makes that backend faulty for this operation.
-    :param adapt: ``adapt(function, argnames, declaration)`` gives the plugin's implementation as
-        a call taking the spec's arguments by position.
+    :param adapt: ``adapt(function, argnames, spec, declaration)`` gives the plugin's
+        implementation as a call taking the spec's arguments (:attr:`arguments`) by position.
     :param optional: arguments a plugin may leave out of its signature, each with the value it then
         serves (a plugin without ``k`` serves ``k=1`` only).
     :param task: the step of spaCR's science it serves, in the capabilities table's words.
@@ -61,9 +59,9 @@ class Operation:
         """The hook name plugins implement."""
         return f"spacr_accel_{self.name}"
 
-    @property
+    @functools.cached_property
     def arguments(self) -> tuple[str, ...]:
-        """The hookspec's arguments in order: how the core passes them, by position."""
+        """The hookspec's arguments in order: how the core passes them, by position (read once)."""
         return tuple(inspect.signature(getattr(_hookspecs, self.hook)).parameters)
 
     def missing(self, argnames: tuple[str, ...]) -> tuple[str, ...]:
@@ -224,9 +222,10 @@ def _field_by_field(call: Call) -> Call:
     return each
 
 
-def adapt_filter(function: Call, argnames: tuple[str, ...], declaration: Declaration) -> Call:
+def adapt_filter(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                 declaration: Declaration) -> Call:
     """``maximum_filter(field, size, out)`` for one plugin."""
-    call = by_position(function, argnames, ("field", "size", "out"))
+    call = by_position(function, argnames, spec)
     if "out" not in argnames:
         call = _into_out(call)
     if not declaration.stacks:
@@ -235,20 +234,21 @@ def adapt_filter(function: Call, argnames: tuple[str, ...], declaration: Declara
     return call if declaration.positive_zeros else _settling_zeros(call)
 
 
-def adapt_matmul(function: Call, argnames: tuple[str, ...], declaration: Declaration) -> Call:
+def adapt_matmul(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                 declaration: Declaration) -> Call:
     """``matmul(first, second, out)`` for one plugin."""
-    call = by_position(function, argnames, ("first", "second", "out"))
+    call = by_position(function, argnames, spec)
     return call if "out" in argnames else _into_out(call)
 
 
-def adapt_neighbours(function: Call, argnames: tuple[str, ...], declaration: Declaration) -> Call:
+def adapt_neighbours(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                     declaration: Declaration) -> Call:
     """``nearest_neighbours(source, target, chunk, k, max_distance, metric)`` for one plugin.
 
     A plugin that does not take ``k`` or ``metric`` serves ``k=1`` and Euclidean only and declines
     the rest; one that does not take ``max_distance`` has it applied to its answer (exact: the
     bound is compared on the returned float32 distance).
     """
-    spec = ("source", "target", "chunk", "k", "max_distance", "metric")
     call = by_position(function, argnames, spec)
     if all(name in argnames for name in ("k", "max_distance", "metric")):
         return call
@@ -304,9 +304,10 @@ def _peaks_field_by_field(call: Call) -> Call:
     return each
 
 
-def adapt_peaks(function: Call, argnames: tuple[str, ...], declaration: Declaration) -> Call:
+def adapt_peaks(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                declaration: Declaration) -> Call:
     """``local_maxima(field, size, threshold)`` for one plugin."""
-    call = by_position(function, argnames, ("field", "size", "threshold"))
+    call = by_position(function, argnames, spec)
     if not declaration.stacks:
         call = _peaks_field_by_field(call)
     return _casting(call, declaration)

@@ -198,8 +198,8 @@ class Registry:
             for hookimpl in getattr(manager.hook, operation.hook).get_hookimpls():
                 declaration = plugins[hookimpl.plugin_name].declaration
                 if declaration is not None:
-                    calls[op][hookimpl.plugin_name] = operation.adapt(hookimpl.function, hookimpl.argnames,
-                                                                      declaration)
+                    calls[op][hookimpl.plugin_name] = operation.adapt(
+                        hookimpl.function, hookimpl.argnames, operation.arguments, declaration)
         environment = _known(environment, plugins)
         floor = next((p.name for p in sorted(plugins.values(), key=priority_key)
                       if p.floor and p.status == "ok"), None)
@@ -580,8 +580,6 @@ class Registry:
         """Note that ``operation`` was computed by ``backend`` after ``declined`` (composed of
         dispatches), or by the core itself (an empty input, a window of one pixel)."""
         self._last.call = (operation, backend, list(declined), ())
-
-    record_core = record_served
 
 
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()

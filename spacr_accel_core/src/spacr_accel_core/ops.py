@@ -28,7 +28,6 @@ from ._checks import (
     _I64,
     _NUMERIC_KINDS,
     _ZERO,
-    _integer,
     _numeric,
     _options,
     _points,
@@ -36,11 +35,13 @@ from ._checks import (
     _read_only,
     _widths_and_chunk,
     distance_bound,
+    fields_shape,
     metric_name,
     neighbour_count,
     out_array,
     packed_bits,
     threshold_below,
+    window_edge,
 )
 from ._declaration import NARROW_FIELDS
 from ._registry import REGISTRY
@@ -74,17 +75,8 @@ def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
 
 def _field(field: Any) -> np.ndarray:
     array = _numeric(field, "field")
-    if array.ndim < 2:
-        raise ValueError(f"field must be a 2-D array (or a stack (..., H, W) of 2-D fields), got "
-                         f"{array.ndim}-D with shape {array.shape}")
+    fields_shape(array.shape)
     return array
-
-
-def _window(size: Any) -> int:
-    window = _integer(size, "size")
-    if window < 0:
-        raise ValueError(f"size must be a non-negative window edge in pixels, got {window}")
-    return window + 1 if window % 2 == 0 else window
 
 
 def _as_filtered(array: np.ndarray) -> np.ndarray:
@@ -137,14 +129,14 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | Non
         ``out`` is not a float32 array, or ``gpu``/``backend`` are not a bool and a name.
     """
     array = _field(field)
-    window = _window(size)
+    window = window_edge(size)
     use_gpu = _options(gpu, backend)
     target = out_array(out, array.shape, array)
     if window <= 1 or array.size == 0 or window >= 2 * max(array.shape[-2:]) - 1:
         # No backend needed: a copy, an empty field, or a window that covers the whole field from
         # every pixel (a thin (1, 70000) field with size 200001 would otherwise ask a backend for
         # a 110 GiB padded buffer).
-        REGISTRY.record_core("maximum_filter")
+        REGISTRY.record_served("maximum_filter")
         answer = np.empty(array.shape, _F32) if target is None else target
         if window <= 1 or array.size == 0:
             answer[...] = _as_filtered(array)
@@ -193,7 +185,7 @@ def matmul(first: Any, second: Any, *, gpu: Any = True, backend: str | None = No
     use_gpu = gpu if gpu is True and backend is None else _options(gpu, backend)
     target = None if out is None else out_array(out, shape, a, b)
     if a.size == 0 or b.size == 0:
-        REGISTRY.record_core("matmul")
+        REGISTRY.record_served("matmul")
         if target is None:
             return np.zeros(shape, dtype=_F32)
         target.fill(0.0)
@@ -269,7 +261,7 @@ def nearest_neighbours(
     rows = _widths_and_chunk(src.shape, tgt.shape, chunk)
     n, m = src.shape[0], tgt.shape[0]
     if n == 0 or m == 0:
-        REGISTRY.record_core("nearest_neighbours")
+        REGISTRY.record_served("nearest_neighbours")
         shape = (n,) if count == 1 else (n, count)
         return np.full(shape, -1, dtype=_I64), np.full(shape, np.inf, dtype=_F32)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the pair
@@ -297,15 +289,29 @@ def mutual_nearest_neighbours(first: Any, second: Any, *, max_distance: Any = No
     :raises ValueError: as :func:`nearest_neighbours`.
     :raises TypeError: as :func:`nearest_neighbours`.
     """
-    forward, _ = nearest_neighbours(first, second, max_distance=max_distance, metric=metric, gpu=gpu,
-                                    backend=backend)
-    served = REGISTRY.last_dispatch()
-    backward, _ = nearest_neighbours(second, first, max_distance=max_distance, metric=metric, gpu=gpu,
-                                     backend=backend)
+    use_gpu = _options(gpu, backend)
+    kind = metric_name(metric)
+    bound = distance_bound(max_distance)
+    a, b = _point_sets(first, second, kind)  # checked and converted once, for both directions
+    _widths_and_chunk(a.shape, b.shape, CHUNK)
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        REGISTRY.record_served("mutual_nearest_neighbours")
+        return np.empty((0, 2), dtype=_I64)
+    served = []
+    directions = ((a, b), (b, a))
+    found = []
+    for source, target in directions:
+        index, _ = REGISTRY.dispatch(
+            "nearest_neighbours", (_read_only(source), _read_only(target), CHUNK, 1, bound, kind), gpu=use_gpu,
+            backend=backend, expected=(source.shape[0], target.shape[0], 1, bound is not None))
+        found.append(index)
+        served.append(REGISTRY.last_dispatch())
+    forward, backward = found
     matched = np.flatnonzero(forward >= 0)
     mutual = matched[backward[forward[matched]] == matched]
-    if served is not None:
-        REGISTRY.record_served("mutual_nearest_neighbours", served.backend, served.declined)
+    names = list(dict.fromkeys(d.backend for d in served if d is not None))
+    declined = tuple(dict.fromkeys(row for d in served if d is not None for row in d.declined))
+    REGISTRY.record_served("mutual_nearest_neighbours", ", ".join(names), declined)
     return np.stack([mutual, forward[mutual]], axis=1).astype(_I64, copy=False).reshape(-1, 2)
 
 
@@ -329,12 +335,12 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: Any = Tru
     :raises TypeError: as :func:`maximum_filter`, or a threshold that is not a number.
     """
     array = _field(field)
-    window = _window(size)
+    window = window_edge(size)
     use_gpu = _options(gpu, backend)
     below = threshold_below(threshold)
     data = _as_filtered(array)
     if window <= 1 or array.size == 0 or window >= 2 * max(array.shape[-2:]) - 1:
-        REGISTRY.record_core("local_maxima")
+        REGISTRY.record_served("local_maxima")
         values = data.astype(_F32, copy=False)
         peak = ~np.isnan(values)
         if window > 1 and array.size:
