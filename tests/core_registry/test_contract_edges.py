@@ -64,13 +64,13 @@ def test_hookimpls_are_called_by_name_reordered_or_a_subset(private, numpy_plugi
 
 
 @pytest.mark.parametrize(("operation", "hook", "missing"), [
-    ("nearest_neighbours", lambda target, source: None, "chunk"),
+    ("nearest_neighbours", lambda source, chunk: None, "target"),
     ("maximum_filter", lambda field, out: None, "size"),
     ("matmul", lambda first: None, "second"),
 ])
 def test_a_hookimpl_without_a_required_argument_makes_its_plugin_faulty(private, numpy_plugin, operation, hook,
                                                                         missing):
-    """Only the optional arguments may be left out: one without ``chunk`` cannot bound its memory."""
+    """Only the optional arguments may be left out: one without ``target`` cannot search anything."""
     private.register(declared("lacking", 500.0, **{operation: hook}), "lacking")
     private.register(numpy_plugin, "numpy")
     row = next(r for r in private.plugins() if r.name == "lacking")
@@ -78,6 +78,34 @@ def test_a_hookimpl_without_a_required_argument_makes_its_plugin_faulty(private,
     assert f"spacr_accel_{operation} does not take {missing}" in row.reason
     np.testing.assert_array_equal(ops.matmul(FIRST, SECOND), FIRST @ SECOND)
     assert private.last_dispatch().backend == "numpy"
+
+
+def test_a_hookimpl_may_leave_out_the_chunk_hint_as_pluggy_allows(private, numpy_plugin):
+    """``chunk`` is a hint ("the answer does not depend on it"): a plugin that does not take it is
+    served without it, in its own argument order, not refused as faulty."""
+    seen: list[tuple[int, int]] = []
+
+    def search(target: np.ndarray, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen.append((source.shape[0], target.shape[0]))
+        return private_reference(source, target)
+
+    private.register(declared("hintless", 500.0, nearest_neighbours=search), "hintless")
+    private.register(numpy_plugin, "numpy")
+    row = next(r for r in private.plugins() if r.name == "hintless")
+    assert row.status == "ok", row.reason
+    source = np.array([[0.0, 0.0], [5.0, 5.0], [9.0, 1.0]])
+    target = np.array([[4.0, 4.0], [0.0, 1.0]])
+    index, distance = ops.nearest_neighbours(source, target, chunk=1)
+    assert seen == [(3, 2)]
+    expected_index, expected_distance = private_reference(source.astype(np.float32), target.astype(np.float32))
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(distance, expected_distance)
+    assert private.last_dispatch().backend == "hintless"
+
+
+def private_reference(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    index, distance = reference_nearest(source, target)
+    return np.asarray(index, dtype=np.int64), np.asarray(distance, dtype=np.float32)
 
 
 def test_probe_hooks_are_called_by_name_with_a_subset(plug):

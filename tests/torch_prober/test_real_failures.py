@@ -390,3 +390,20 @@ def test_rocm_discovery_checks_the_target_through_kfd(stand_in: Any, monkeypatch
     assert "no ROCm kernels for gfx1032" in found.note and "HSA_OVERRIDE_GFX_VERSION=10.3.0" in found.note
     monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "10.3.0")
     assert _probe.detect().usable  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("vendor", ["nvidia", "Nvidia", "NVIDIA Corporation", "NVIDIA Corp."])
+def test_a_cpu_only_wheel_is_named_whatever_spelling_a_plugin_gives_the_vendor(
+        stand_in: Any, host_cards: Any, vendor: str) -> None:
+    """A plugin's record with the vendor as the wild writes it still names the CPU-only build."""
+    host_cards(HostDevice(vendor=vendor, name="NVIDIA GeForce RTX 4090", source="test"))
+    found = inspect_torch(cpu_wheel(stand_in))
+    assert (found.kind, found.detected, found.usable) == ("cuda", True, False)
+    assert "CPU-only build" in found.note
+
+
+@pytest.mark.parametrize("vendor", ["amd", "Advanced Micro Devices, Inc.", "ATI Technologies Inc."])
+def test_an_amd_card_under_any_spelling_is_a_rocm_card(stand_in: Any, host_cards: Any, vendor: str) -> None:
+    host_cards(HostDevice(vendor=vendor, name="AMD Radeon RX 6600", source="test"))
+    found = inspect_torch(cpu_wheel(stand_in))
+    assert found.kind == "rocm" and found.detected and not found.usable

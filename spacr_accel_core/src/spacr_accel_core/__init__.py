@@ -9,6 +9,8 @@ when one raises :class:`RuntimeError`. See :mod:`spacr_accel_core.ops` for the o
 
 from __future__ import annotations
 
+import sys
+
 from ._declaration import Declaration, Setting
 from ._errors import (
     BackendDeclined,
@@ -69,10 +71,14 @@ def refresh() -> None:
 def register(plugin: object, name: str) -> None:
     """Add an in-process plugin (a module or object with hookimpls) under ``name``.
 
+    What its hooks could change is forgotten (the accelerator, the host devices, the neural
+    engines), as dispatch forgets its order: the next question sees the plugin.
+
     :param plugin: the object holding the hookimpls.
     :param name: the plugin's name, as an entry point's name would be.
     """
     REGISTRY.register(plugin, name)
+    _forget_accelerator()
 
 
 def unregister(name: str) -> None:
@@ -81,6 +87,14 @@ def unregister(name: str) -> None:
     :param name: the name it was registered under.
     """
     REGISTRY.unregister(name)
+    _forget_accelerator()
+
+
+def _forget_accelerator() -> None:
+    """Forget the accelerator's cached answers, if it was ever asked (never import it for this)."""
+    accelerator = sys.modules.get(f"{__name__}.accelerator")
+    if accelerator is not None:
+        accelerator._forget()
 
 
 def last_dispatch() -> Dispatch | None:

@@ -17,6 +17,7 @@ _NUMERIC_KINDS = frozenset("biuf")
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
 _ZERO = np.float32(0.0)
+_FLOAT64_MAX = Fraction(float(np.finfo(np.float64).max))
 
 
 def _numeric(value: Any, name: str) -> np.ndarray:
@@ -149,16 +150,19 @@ def _points(value: Any, name: str) -> np.ndarray:
     return array
 
 
-def _widths_and_chunk(source: tuple[int, ...], target: tuple[int, ...], chunk: Any) -> int:
+def _widths_and_chunk(source: tuple[int, ...], target: tuple[int, ...], chunk: Any,
+                      names: tuple[str, str] = ("source", "target")) -> int:
     """The checks two 2-D point sets share, wherever they live (NumPy here, Dask in its module):
-    the same width, at least one coordinate, and a chunk of at least one row, which is returned."""
+    the same width, at least one coordinate, and a chunk of at least one row, which is returned.
+    ``names`` are the caller's argument names (``first``/``second`` for mutual matching)."""
+    one, other = names
     if source[1] != target[1]:
         raise ValueError(
-            f"source and target must have the same width (coordinates per point): "
-            f"source has {source[1]} coordinates per point, target has {target[1]}"
+            f"{one} and {other} must have the same width (coordinates per point): "
+            f"{one} has {source[1]} coordinates per point, {other} has {target[1]}"
         )
     if source[1] == 0:
-        raise ValueError("source and target must have at least one coordinate per point")
+        raise ValueError(f"{one} and {other} must have at least one coordinate per point")
     rows = _integer(chunk, "chunk")
     if rows < 1:
         raise ValueError(f"chunk must be at least 1 row, got {rows}")
@@ -173,7 +177,9 @@ def out_array(out: Any, shape: tuple[int, ...], *inputs: np.ndarray) -> np.ndarr
     writing the result would read its own output)."""
     if out is None:
         return None
-    if type(out) is not np.ndarray:
+    if not isinstance(out, np.ndarray) or ("numpy.ma" in sys.modules and isinstance(out, np.ma.MaskedArray)):
+        # A subclass is written through as NumPy's own ``out=`` does: ``np.memmap`` is how a mosaic
+        # larger than memory is written. A masked array is not (its mask would be silently ignored).
         raise TypeError(f"out must be a NumPy array (or None), got {type(out).__name__}")
     if out.dtype != _F32:
         raise TypeError(f"out must be float32 (the result's dtype), got {out.dtype}")
@@ -186,51 +192,78 @@ def out_array(out: Any, shape: tuple[int, ...], *inputs: np.ndarray) -> np.ndarr
     return out
 
 
+def _exact_number(value: Any, name: str, what: str, if_nan: str) -> Fraction | float:
+    """``value`` as an exact rational (or ``±inf``), refusing what is not a real number or is NaN.
+
+    Exact because the comparisons built on it are promised exact: an integer beyond ``2**53`` or an
+    ``np.longdouble`` would be rounded by ``float()`` before the comparison, and one beyond float64's
+    range would raise ``OverflowError`` although it is a perfectly good number.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    if isinstance(value, (int, np.integer)):
+        return Fraction(int(value))
+    if np.isnan(value):
+        raise ValueError(if_nan)
+    if np.isinf(value):
+        return math.inf if value > 0 else -math.inf
+    return Fraction(*value.as_integer_ratio())  # np.longdouble included: all its bits
+
+
+def _round_down(exact: Fraction | float, kind: type[np.floating[Any]]) -> np.floating[Any]:
+    """The largest ``kind`` value at or below ``exact`` (``±inf`` beyond ``kind``'s range).
+
+    Round to nearest first, which is monotonic, so the result is one of the two values of ``kind``
+    around ``exact``; one step down when it landed above. Between the answer and the next value up
+    lies no value of ``kind``, nor of any narrower type, so ``v > answer`` is exactly ``v > exact``.
+    """
+    if isinstance(exact, float):  # an infinity
+        return kind(exact)
+    try:
+        nearest = float(exact)
+    except OverflowError:  # beyond float64's range
+        nearest = math.inf if exact > 0 else -math.inf
+    with np.errstate(over="ignore"):
+        candidate = kind(nearest)
+    above = candidate > 0 if math.isinf(candidate) else Fraction(float(candidate)) > exact
+    if above:
+        candidate = np.nextafter(candidate, kind(-np.inf))
+    return kind(candidate)
+
+
 def threshold_below(threshold: Any) -> np.float32 | None:
     """The float32 ``t`` for which, for every float32 pixel ``v``, ``v > t`` is exactly ``v > threshold``.
 
     A backend compares in float32 on the device; rounding the caller's threshold to the nearest
     float32 could move a pixel across it, so it is rounded DOWN: the largest float32 at or below
-    it. Between that and the next float32 up lies no pixel value, so the comparison is exact.
+    it. Between that and the next float32 up lies no pixel value, so the comparison is exact, for
+    an integer beyond ``2**53`` and an ``np.longdouble`` too (both read without rounding).
     """
     if threshold is None:
         return None
-    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (int, float, np.integer, np.floating)):
-        raise TypeError(f"threshold must be a real number or None, got {type(threshold).__name__}")
-    exact = int(threshold) if isinstance(threshold, (int, np.integer)) else float(threshold)
-    if isinstance(exact, float) and math.isnan(exact):
-        raise ValueError("threshold is NaN; pass None for no threshold")
-    try:
-        value = float(exact)  # an integer beyond 2**53 is rounded here, and compared exactly below
-    except OverflowError:  # an integer beyond float64's range: beyond every float32 too
-        value = math.inf if exact > 0 else -math.inf
-    with np.errstate(over="ignore"):
-        below = np.float32(value)
-    if _above(float(below), exact):
-        below = np.nextafter(below, np.float32(-np.inf))
-    return np.float32(below)
-
-
-def _above(candidate: float, exact: int | float) -> bool:
-    """``candidate > exact``, exactly (an integer threshold is compared without rounding it)."""
-    if math.isinf(candidate):
-        return candidate > 0 and exact != math.inf
-    if isinstance(exact, float) and math.isinf(exact):
-        return exact < 0
-    return Fraction(candidate) > Fraction(exact)
+    exact = _exact_number(threshold, "threshold", "a real number or None",
+                          "threshold is NaN; pass None for no threshold")
+    return np.float32(_round_down(exact, np.float32))
 
 
 def distance_bound(max_distance: Any) -> float | None:
-    """``max_distance`` as a float, or ``None`` (no bound); NaN and negatives are refused."""
+    """``max_distance`` as the float64 ``b`` with ``d > b`` exactly ``d > max_distance`` for every
+    float32 distance ``d``, or ``None`` (no bound); NaN and negatives are refused.
+
+    Rounded DOWN to float64 (an integer beyond ``2**53``, an ``np.longdouble``), as the threshold is
+    to float32: every backend compares its float32 distances with this float64 in float64, so the
+    comparison the docs call exact is exact. A bound beyond float64's range (``10**400``) is larger
+    than every distance: no bound.
+    """
     if max_distance is None:
         return None
-    if isinstance(max_distance, (bool, np.bool_)) or not isinstance(
-            max_distance, (int, float, np.integer, np.floating)):
-        raise TypeError(f"max_distance must be a non-negative number or None, got {type(max_distance).__name__}")
-    value = float(max_distance)
-    if not value >= 0.0:
+    exact = _exact_number(max_distance, "max_distance", "a non-negative number or None",
+                          f"max_distance must be a non-negative number, got {max_distance!r}")
+    if exact < 0:
         raise ValueError(f"max_distance must be a non-negative number, got {max_distance!r}")
-    return None if value == float("inf") else value
+    if exact == math.inf or exact > _FLOAT64_MAX:
+        return None
+    return float(_round_down(exact, np.float64))
 
 
 METRICS = ("euclidean", "hamming")

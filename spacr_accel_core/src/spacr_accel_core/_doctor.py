@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._errors import describe
+from ._install import install_command
 
 SCHEMA_VERSION = 1
 """Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
@@ -313,15 +314,21 @@ _DEVICE_ROWS = (("kind", "kind"), ("device", "device"), ("name", "name"), ("labe
 """The device section's rows: the report's key, and the words a person reads for it."""
 
 
-_COMMAND = re.compile(r"pip install [^;()]*?(?=;|\)|\s\(|$)")
-"""A command a note tells the user to run: kept whole, on a line of its own, so it can be pasted."""
+_COMMAND = re.compile(r"`[^`]*(?:pip install|install-from-clone)[^`]*`|pip install [^;()`]*?(?=;|\)|\s\(|$)")
+"""A command a note tells the user to run (in backticks, or a bare ``pip install ...``): kept whole,
+on a line of its own, so it can be pasted."""
+
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_KEEP = "\x00"
+"""Stands for a space inside a code span while the text is wrapped: textwrap breaks only at
+whitespace, so a span is never split across lines (a command broken there cannot be pasted)."""
 
 
 def _wrap(text: str, indent: str = "  ", follow: str = "    ") -> list[str]:
     """One logical line as lines of at most :data:`WIDTH` columns.
 
-    Long words are not broken (a URL stays whole), and a ``pip install ...`` command gets a line of
-    its own, so it can be pasted as it is.
+    Long words are not broken (a URL stays whole), a code span in backticks is never split, and an
+    install command gets a line of its own, so it can be pasted as it is.
     """
     command = _COMMAND.search(text)
     if command is not None and 4 + len(command.group(0)) <= WIDTH:
@@ -335,8 +342,10 @@ def _wrap(text: str, indent: str = "  ", follow: str = "    ") -> list[str]:
             line, after = line + after, ""  # a closing parenthesis stays with its command
         lines.append(line)
         return lines + (_wrap(after, follow, follow) if after else [])
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=follow,
-                         break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    kept = _CODE_SPAN.sub(lambda span: span.group(0).replace(" ", _KEEP), text)
+    lines = textwrap.wrap(kept, WIDTH, initial_indent=indent, subsequent_indent=follow,
+                          break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    return [line.replace(_KEEP, " ") for line in lines]
 
 
 def _render_summary(report: Report) -> list[str]:
@@ -465,7 +474,7 @@ def _render_plugins(report: Report) -> list[str]:
                                      "version", "operations", "reason")] for r in plugins["rows"]],
     )
     if not plugins["rows"] and not plugins["error"]:
-        out.append("  (no plugins installed: `pip install spacr-accel` brings the NumPy backend)")
+        out.append(f"  (no plugins installed: `{install_command()}` brings the NumPy backend)")
     return out
 
 

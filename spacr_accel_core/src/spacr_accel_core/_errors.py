@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ._install import install_command
+
 
 def describe(exc: BaseException) -> str:
     """An exception as one line, ``Type: first line``: for logs, the doctor and final errors.
@@ -68,6 +70,6 @@ class NoBackendError(RuntimeError):
         self.reasons = tuple(reasons)
         lines = [f"no usable backend for {operation}:"]
         lines += [f"  - {name}: {reason}" for name, reason in self.reasons] or ["  (no plugins are installed)"]
-        lines.append(hint or "Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
+        lines.append(hint or f"Fix: `{install_command()}` installs the NumPy backend, which always runs; "
                      "check SPACR_ACCEL_BACKENDS / SPACR_ACCEL_DISABLE and `spacr-accel doctor`.")
         super().__init__("\n".join(lines))

@@ -44,7 +44,8 @@ class Operation:
     :param adapt: ``adapt(function, argnames, spec, declaration)`` gives the plugin's
         implementation as a call taking the spec's arguments (:attr:`arguments`) by position.
     :param optional: arguments a plugin may leave out of its signature, each with the value it then
-        serves (a plugin without ``k`` serves ``k=1`` only).
+        serves (a plugin without ``k`` serves ``k=1`` only; ``None`` for a hint such as ``chunk``,
+        which the answer does not depend on and which is then simply not passed, as pluggy would).
     :param task: the step of spaCR's science it serves, in the capabilities table's words.
     """
 
@@ -318,7 +319,8 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
         Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)"),
         Operation("matmul", check_array, adapt_matmul, {"out": None}, "Spectral unmixing (matmul)"),
         Operation("nearest_neighbours", check_neighbours, adapt_neighbours,
-                  {"k": 1, "max_distance": None, "metric": "euclidean"}, "Cell matching (nearest_neighbours)"),
+                  {"chunk": None, "k": 1, "max_distance": None, "metric": "euclidean"},
+                  "Cell matching (nearest_neighbours)"),
         Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)"),
     )
 }

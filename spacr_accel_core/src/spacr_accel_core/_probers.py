@@ -22,6 +22,7 @@ from ._bounded import bounded as _bounded
 from ._bounded import probe_timeout as _probe_timeout
 from ._errors import describe as _describe
 from ._errors import first_line as _first_line
+from ._install import install_command
 from ._records import KINDS, Accelerator
 from ._registry import REGISTRY
 
@@ -172,7 +173,7 @@ def _walk(torch: Any, device_names: bool, include_cuda: bool) -> _Walked:
             blocked = REGISTRY.blocked()
             if blocked:
                 return _cpu(f"no device prober is loaded: SPACR_ACCEL_DISABLE blocks {', '.join(blocked)}"), ()
-            return _cpu("no device prober is installed (`pip install spacr-accel[torch]` adds one)"), ()
+            return _cpu(f"no device prober is installed (`{install_command('torch')}` adds one)"), ()
         kwargs = {"torch": torch, "device_names": device_names, "include_cuda": include_cuda}
         return _ask(probers, kwargs, timeout)
     except Exception as exc:  # the promise is "never raises", so the walk itself is guarded too

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ._discovery import Plugin
+from ._install import install_command
 from .config import ENV_BACKENDS, ENV_DISABLE, ENV_ONLY
 
 
@@ -68,6 +69,6 @@ def fix_hint(plugins: Mapping[str, Plugin], floor: str | None, only: bool = Fals
         return (f"Fix: remove numpy from {ENV_DISABLE}; the NumPy backend is the floor that always "
                 "runs. See `spacr-accel doctor`.")
     if floor is None:
-        return ("Fix: `pip install spacr-accel` installs the NumPy backend, which always runs; "
+        return (f"Fix: `{install_command()}` installs the NumPy backend, which always runs; "
                 "see `spacr-accel doctor`.")
     return f"Fix: check {ENV_BACKENDS} / {ENV_DISABLE} and `spacr-accel doctor`."

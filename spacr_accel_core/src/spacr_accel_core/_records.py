@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -176,6 +177,35 @@ def _loaded_torch() -> Any:
 
 
 HOST_DEVICE_KINDS: Final[tuple[str, ...]] = ("gpu", "npu")
+
+_VENDOR_NAMES: Final[dict[str, str]] = {
+    "nvidia": "NVIDIA",
+    "amd": "AMD", "advanced micro devices": "AMD", "ati": "AMD", "ati technologies": "AMD",
+    "intel": "Intel",
+    "apple": "Apple",
+    "qualcomm": "Qualcomm", "qualcomm technologies": "Qualcomm",
+    "google": "Google",
+    "tenstorrent": "Tenstorrent",
+    "amazon": "Amazon", "amazon com": "Amazon",
+    "habana": "Habana", "habana labs": "Habana",
+}
+"""Makers of compute silicon by the words their names reduce to (:func:`canonical_vendor`)."""
+
+_CORPORATE: Final = re.compile(r"\b(corporation|corp|incorporated|inc|ltd|limited|co|llc|gmbh|ag)\b")
+
+
+def canonical_vendor(vendor: str) -> str:
+    """The maker's name as this project spells it: ``"NVIDIA"``, ``"AMD"``, ``"Intel"``, ...
+
+    Vendors are written many ways in the wild (``"nvidia"``, ``"NVIDIA Corporation"``,
+    ``"Advanced Micro Devices, Inc."``, ``"amd"``); every check that decides which wheel or driver a
+    user needs compares the canonical name, so it is settled once, when a record is made. A maker
+    not known here keeps its own spelling (stripped).
+
+    :param vendor: the name as the source wrote it.
+    """
+    words = _CORPORATE.sub(" ", re.sub(r"[^a-z0-9]+", " ", vendor.lower()))
+    return _VENDOR_NAMES.get(" ".join(words.split()), vendor.strip())
 """What a :class:`HostDevice` is: a graphics processor, or a neural processing unit."""
 
 
@@ -189,7 +219,9 @@ class HostDevice:
     (the core's own OS inventory is one of them); a third party, or a test, adds silicon there.
 
     :param vendor: the maker as a user names it (``"NVIDIA"``, ``"AMD"``, ``"Intel"``,
-        ``"Apple"``, ``"Qualcomm"``): what decides which wheel or driver to install.
+        ``"Apple"``, ``"Qualcomm"``): what decides which wheel or driver to install. Any spelling
+        of a known maker (``"nvidia"``, ``"Advanced Micro Devices, Inc."``) is kept as the canonical
+        name (:func:`canonical_vendor`), so every comparison with it is exact.
     :param name: the marketing name when the OS knows it (``"NVIDIA GeForce RTX 4090"``), else a
         generic one with the PCI id, so a user can still look it up.
     :param kind: ``"gpu"`` or ``"npu"`` (:data:`HOST_DEVICE_KINDS`): an NPU is never a torch device.
@@ -221,6 +253,7 @@ class HostDevice:
                                 f"{type(getattr(self, attribute)).__name__}")
         if not self.vendor.strip() or not self.name.strip():
             raise ValueError("HostDevice vendor and name must not be empty")
+        object.__setattr__(self, "vendor", canonical_vendor(self.vendor))  # frozen: settled once, here
         if self.kind not in HOST_DEVICE_KINDS:
             raise ValueError(f"HostDevice kind must be one of {HOST_DEVICE_KINDS}, not {self.kind!r}")
         if self.memory_total is not None and (isinstance(self.memory_total, bool)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from ._install import install_command
 from ._operations import OPERATIONS
 from ._records import Accelerator
 from ._registry import REGISTRY
@@ -60,7 +61,7 @@ def _primitive_rows() -> list[tuple[str, bool, str]]:
                        and operation in by_name[n].operations
                        and operation not in dict(by_name[n].faults)), None)
         if chosen is None:
-            rows.append((task, False, "no installed backend can run it (`pip install spacr-accel` "
+            rows.append((task, False, f"no installed backend can run it (`{install_command()}` "
                                       "adds the NumPy one)"))
             continue
         passed = []

@@ -198,19 +198,21 @@ def matmul(first: Any, second: Any, *, gpu: Any = True, backend: str | None = No
         "matmul", (a_view, b_view, target), gpu=use_gpu, backend=backend, expected=(shape, target))
 
 
-def _point_sets(source: Any, target: Any, metric: str) -> tuple[np.ndarray, np.ndarray]:
+def _point_sets(source: Any, target: Any, metric: str,
+                names: tuple[str, str] = ("source", "target")) -> tuple[np.ndarray, np.ndarray]:
     """Both point sets as the backends receive them: C-contiguous float32 and finite (Euclidean),
-    or C-contiguous uint8 rows of packed bits (Hamming)."""
-    src = _points(source, "source")
-    tgt = _points(target, "target")
+    or C-contiguous uint8 rows of packed bits (Hamming). ``names`` are the caller's own argument
+    names, so a message names what the user passed."""
+    src = _points(source, names[0])
+    tgt = _points(target, names[1])
     if metric == "hamming":
-        packed_bits(src.dtype, "source")
-        packed_bits(tgt.dtype, "target")
+        packed_bits(src.dtype, names[0])
+        packed_bits(tgt.dtype, names[1])
         return np.ascontiguousarray(src), np.ascontiguousarray(tgt)
     with np.errstate(over="ignore"):  # an out-of-range coordinate becomes inf, refused just below
         src = np.ascontiguousarray(src, dtype=_F32)
         tgt = np.ascontiguousarray(tgt, dtype=_F32)
-    for name, points in (("source", src), ("target", tgt)):
+    for name, points in zip(names, (src, tgt), strict=True):
         if not np.isfinite(points).all():
             raise ValueError(f"{name} holds NaN or infinite coordinates (after conversion to float32)")
     return src, tgt
@@ -292,8 +294,8 @@ def mutual_nearest_neighbours(first: Any, second: Any, *, max_distance: Any = No
     use_gpu = _options(gpu, backend)
     kind = metric_name(metric)
     bound = distance_bound(max_distance)
-    a, b = _point_sets(first, second, kind)  # checked and converted once, for both directions
-    _widths_and_chunk(a.shape, b.shape, CHUNK)
+    a, b = _point_sets(first, second, kind, ("first", "second"))  # checked once, for both directions
+    _widths_and_chunk(a.shape, b.shape, CHUNK, ("first", "second"))
     if a.shape[0] == 0 or b.shape[0] == 0:
         REGISTRY.record_served("mutual_nearest_neighbours")
         return np.empty((0, 2), dtype=_I64)

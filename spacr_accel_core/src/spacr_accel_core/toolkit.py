@@ -12,6 +12,9 @@ third party's.
 - Reference implementations: :mod:`spacr_accel_core.reference` (the plain definitions of every
   operation's answer) and :mod:`spacr_accel_core.testing` (the conformance suite).
 - Bounds: :func:`call_bounded`, for a driver query that might hang.
+- Messages: :func:`install_command`, the command that adds an extra for how this copy was
+  installed (the clone's script, or pip from an index); :func:`canonical_vendor`, a maker's name
+  however a source spells it.
 - Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
   (how the core hands ``local_maxima``'s threshold to a plugin).
 """
@@ -27,7 +30,9 @@ from ._errors import (
     describe,
     first_line,
 )
+from ._install import install_command
 from ._precision import PrecisionWindow
+from ._records import canonical_vendor
 from .tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
 
 __all__ = [
@@ -37,9 +42,11 @@ __all__ = [
     "BackendUnavailable",
     "PrecisionWindow",
     "call_bounded",
+    "canonical_vendor",
     "cpu_threads",
     "describe",
     "first_line",
+    "install_command",
     "pass_budget",
     "run_parts",
     "threshold_below",

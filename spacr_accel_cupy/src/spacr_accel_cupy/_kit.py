@@ -23,7 +23,7 @@ import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
 from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
-from spacr_accel_core.toolkit import PrecisionWindow, describe
+from spacr_accel_core.toolkit import PrecisionWindow, describe, install_command
 
 from . import _driver
 
@@ -232,7 +232,7 @@ def _build_cupy_kit(ieee_state: _IeeeState) -> Kit:
         import cupyx.scipy.ndimage as cupy_ndimage
     except Exception as exc:  # ImportError, or a broken wheel raising anything at import
         raise BackendUnavailable(
-            f"cupy is not importable ({type(exc).__name__}: {exc}); `pip install spacr-accel[cupy]`"
+            f"cupy is not importable ({type(exc).__name__}: {exc}); `{install_command('cupy')}`"
         ) from exc
     try:
         count = int(cupy.cuda.runtime.getDeviceCount())

@@ -23,6 +23,7 @@ from spacr_accel_core import (
     hookimpl,
 )
 from spacr_accel_core.accelerator import ENV_DEVICE, call_bounded, device_request
+from spacr_accel_core.toolkit import install_command
 
 from . import _driver
 from ._kit import Kit, cupy_kit, translate
@@ -54,7 +55,7 @@ def _device_count() -> int:
         try:
             import cupy
         except ImportError as exc:
-            raise BackendUnavailable(f"cupy is not installed ({exc}); `pip install spacr-accel[cupy]`") from exc
+            raise BackendUnavailable(f"cupy is not installed ({exc}); `{install_command('cupy')}`") from exc
         try:
             return int(cupy.cuda.runtime.getDeviceCount())
         except Exception as exc:  # CUDARuntimeError above all: no driver, or one too old

@@ -17,6 +17,7 @@ import numpy as np
 
 from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, hookimpl
 from spacr_accel_core.exact import distances
+from spacr_accel_core.toolkit import install_command
 
 from . import _warm
 from ._filter import window_maximum
@@ -50,7 +51,7 @@ def spacr_accel_backend_info() -> BackendInfo:
     """Usable where numba is installed; looked for, not imported (that is the warm-up's to do)."""
     if importlib.util.find_spec("numba") is None:
         return BackendInfo(usable=False,
-                           note="numba is not installed; `pip install numba` (or `spacr-accel[numba]`)")
+                           note=f"numba is not installed; `{install_command('numba')}`")
     if _warm.failure() is not None:
         return BackendInfo(usable=False, note=f"numba could not compile here ({_warm.failure()})")
     return BackendInfo(usable=True, note="numba-compiled loops on the CPU (compiled in the background on first use)")

@@ -18,6 +18,7 @@ import numpy as np
 
 from spacr_accel_core import BackendInfo, Declaration, Setting, cpu_requested, hookimpl
 from spacr_accel_core.accelerator import ENV_DEVICE, Accelerator, call_bounded, device_request
+from spacr_accel_core.toolkit import install_command
 
 from . import _probe
 from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's hookimpls)
@@ -95,7 +96,7 @@ def spacr_accel_backend_info() -> BackendInfo:
     try:
         found = _detect_bounded()
     except RuntimeError as exc:
-        return BackendInfo(False, f"no torch device: {exc} (`pip install spacr-accel[torch]`)")
+        return BackendInfo(False, f"no torch device: {exc} (`{install_command('torch')}`)")
     if found is None or not found.is_gpu:
         why = found.note if found is not None and found.note else "torch found no GPU here"
         return BackendInfo(False, f"{why}; backend='torch' runs on the CPU when forced")

@@ -24,7 +24,7 @@ import numpy as np
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
 from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
 from spacr_accel_core.tiling import tiled as run_tiles
-from spacr_accel_core.toolkit import PrecisionWindow, describe
+from spacr_accel_core.toolkit import PrecisionWindow, describe, install_command
 from spacr_accel_core.toolkit import first_line as _first_line
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def _build_target(found: Accelerator) -> Device:
         import torch
     except Exception as exc:  # an ImportError, or a broken wheel raising anything at import
         raise BackendUnavailable(
-            f"torch is not importable ({type(exc).__name__}: {exc}); `pip install spacr-accel[torch]`"
+            f"torch is not importable ({type(exc).__name__}: {exc}); `{install_command('torch')}`"
         ) from exc
     try:
         device = torch.device(found.device)
