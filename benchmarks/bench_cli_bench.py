@@ -1,6 +1,6 @@
 """Does ``spacr-accel bench --quick`` report what a warm call of each backend really costs?
 
-The bench is run in this process (``spacr_accel_core._bench.run(quick=True)``, the same function
+The bench is run in this process (``spacr_accel_core.commands._bench.run(quick=True)``, the same function
 the command calls), then every row it timed is timed again directly: the same operation, the same
 inputs (``_bench.cases(quick=True)``), ``backend=NAME``, one untimed warm call, then the best of
 ``--repeat`` calls in a row, as a caller that uses one backend makes them (the bench interleaves the
@@ -21,7 +21,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from spacr_accel_core import _bench, ops
+from spacr_accel_core import ops
+from spacr_accel_core.commands import _bench
 
 TARGET = 2.0
 """The most a bench row may differ from a direct warm call, either way."""

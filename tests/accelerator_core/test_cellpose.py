@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from spacr_accel_core import _cellpose, accelerator
+from spacr_accel_core import accelerator
 from spacr_accel_core.accelerator import Accelerator
+from spacr_accel_core.devices import _cellpose
 
 Resolved = Callable[[Accelerator], Any]
 torch = pytest.importorskip("torch")

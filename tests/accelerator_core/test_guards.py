@@ -17,6 +17,7 @@ import pytest
 
 from spacr_accel_core import accelerator, hookimpl
 from spacr_accel_core.accelerator import Accelerator
+from spacr_accel_core.devices import _machine
 
 Plug = Callable[[object, str], object]
 
@@ -119,11 +120,11 @@ def test_empty_cache_before_anything_resolved_imports_no_torch() -> None:
     script = textwrap.dedent("""
         import sys
         from spacr_accel_core import accelerator
-        from spacr_accel_core._registry import REGISTRY
+        from spacr_accel_core.dispatch._registry import REGISTRY
         assert "torch" not in sys.modules, "importing the core imported torch"
         print(repr(accelerator.empty_cache()), "torch" in sys.modules, REGISTRY._snapshot is None)
-        from spacr_accel_torch import _plugin
-        _plugin._no_device_node = lambda: None  # as on a machine with a GPU node
+        from spacr_accel_torch import _nodes
+        _nodes._no_device_node = lambda: None  # as on a machine with a GPU node
         accelerator.resolve()  # the control: resolving does import torch there
         print("torch" in sys.modules)
     """)
@@ -151,7 +152,7 @@ def test_a_slow_probe_is_asked_again_once_it_has_finished(plug: Plug, prober_cla
         assert len(prober.calls) == 1  # type: ignore[attr-defined]  # plug() is typed to return object
     finally:
         release.set()
-    (pending,) = accelerator._CACHE.pending
+    (pending,) = _machine._CACHE.pending
     assert pending.wait(30)
     assert accelerator.resolve() == kinds["cuda"]
     assert accelerator.resolve() == kinds["cuda"]
@@ -175,7 +176,7 @@ def test_a_slow_discovery_is_walked_again_once_it_has_finished(plug: Plug, probe
         assert accelerator.resolve() is first
     finally:
         release.set()
-    (pending,) = accelerator._CACHE.pending
+    (pending,) = _machine._CACHE.pending
     assert pending.wait(30)
     assert accelerator.resolve() == kinds["xpu"]
     assert accelerator.neural_engines() == ("Acme NPU",)
@@ -189,7 +190,7 @@ def test_once_discovery_is_abandoned_later_queries_do_not_wait_again(
     plug(slow_to_describe(release), "slow")
     try:
         assert "did not finish" in accelerator.resolve().note
-        stuck = accelerator._STUCK.done
+        stuck = _machine._STUCK.done
         assert stuck is not None and not stuck.is_set()
         # The bound is not spent again: these answer from the abandoned discovery's record.
         monkeypatch.setenv(accelerator.ENV_PROBE_TIMEOUT, "inf")
@@ -209,11 +210,12 @@ def test_a_lock_held_at_fork_does_not_deadlock_the_child() -> None:
     script = textwrap.dedent("""
         import os, signal, threading
         from spacr_accel_core import accelerator
+        from spacr_accel_core.devices import _machine
 
         held, release = threading.Event(), threading.Event()
 
         def hold():
-            with accelerator._LOCK:
+            with _machine._LOCK:
                 held.set()
                 release.wait()
 

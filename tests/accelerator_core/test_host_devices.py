@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from spacr_accel_core import HostDevice, _host, accelerator, hookimpl
+from spacr_accel_core import HostDevice, accelerator, hookimpl
+from spacr_accel_core.devices import _host
 
 Plug = Any
 

@@ -12,6 +12,7 @@ import pytest
 
 from spacr_accel_core import BackendUnavailable, accelerator
 from spacr_accel_core.accelerator import Accelerator
+from spacr_accel_core.devices import _machine
 
 Plug = Callable[[object, str], object]
 
@@ -58,16 +59,16 @@ def test_a_found_but_unused_device_keeps_one_level(resolved: Callable[[Accelerat
 
 def test_an_unreadable_timeout_warns_once_per_process(monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    from spacr_accel_core import _bounded
+    from spacr_accel_core.dispatch import _settings
 
-    monkeypatch.setattr(_bounded, "_warned_values", set())
+    monkeypatch.setattr(_settings, "_warned_values", set())
     monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "abc")
     with caplog.at_level(logging.WARNING, logger="spacr_accel_core.accelerator"):
         for _ in range(8):  # a doctor reads the bound seven or eight times
-            assert accelerator._probe_timeout() == accelerator.DEFAULT_PROBE_TIMEOUT
+            assert _machine._probe_timeout() == accelerator.DEFAULT_PROBE_TIMEOUT
         monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "-1")
         for _ in range(3):
-            assert accelerator._probe_timeout() == accelerator.DEFAULT_PROBE_TIMEOUT
+            assert _machine._probe_timeout() == accelerator.DEFAULT_PROBE_TIMEOUT
     words = [record.getMessage() for record in caplog.records if "SPACR_ACCEL_PROBE_TIMEOUT" in record.getMessage()]
     assert words == ["SPACR_ACCEL_PROBE_TIMEOUT='abc' is not a number of seconds; using 60",
                      "SPACR_ACCEL_PROBE_TIMEOUT='-1' must be positive; using 60"]

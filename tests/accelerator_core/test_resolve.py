@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 import spacr_accel_core
 from spacr_accel_core import BackendUnavailable, accelerator, hookimpl
-from spacr_accel_core._registry import REGISTRY
 from spacr_accel_core.accelerator import Accelerator
+from spacr_accel_core.devices import _machine
+from spacr_accel_core.dispatch._registry import REGISTRY
 
 Plug = Callable[[object, str], object]
 
@@ -70,8 +71,8 @@ def test_a_usable_answer_from_a_later_prober_beats_an_earlier_unusable_one(
 def test_a_prober_that_raises_is_a_note_and_the_next_is_asked(
         plug: Plug, prober_class: Any, kinds: dict[str, Accelerator], error: BaseException) -> None:
     plug(prober_class(raises=error), "a_broken")
-    reason = str(error) if isinstance(error, RuntimeError) else f"a_broken: {accelerator._describe(error)}"
-    assert accelerator.resolve(refresh=True) == accelerator._cpu(f"no accelerator found: {reason}")
+    reason = str(error) if isinstance(error, RuntimeError) else f"a_broken: {_machine._describe(error)}"
+    assert accelerator.resolve(refresh=True) == _machine._cpu(f"no accelerator found: {reason}")
     plug(prober_class(kinds["cuda"]), "b_working")
     assert accelerator.resolve(refresh=True) == kinds["cuda"]
 
@@ -189,7 +190,7 @@ def test_inspect_torch_passes_the_module_and_leaves_the_cache_alone(
     stand_in = types.SimpleNamespace(name="stand-in")
     assert accelerator.inspect_torch(stand_in, device_names=False, include_cuda=False) == kinds["xpu"]
     assert prober.calls == [(stand_in, False, False)]  # type: ignore[attr-defined]
-    assert accelerator._CACHE.accelerator is None
+    assert _machine._CACHE.accelerator is None
     prober.answer = kinds["cuda"]  # type: ignore[attr-defined]
     assert accelerator.resolve() == kinds["cuda"]
     assert accelerator.inspect_torch(stand_in) == kinds["cuda"]
@@ -222,7 +223,7 @@ def test_the_probe_timeout_is_read_from_the_environment(monkeypatch: pytest.Monk
                                                         raw: str | None, expected: float | None) -> None:
     if raw is not None:
         monkeypatch.setenv(accelerator.ENV_PROBE_TIMEOUT, raw)
-    assert accelerator._probe_timeout() == expected
+    assert _machine._probe_timeout() == expected
 
 
 @given(st.text(max_size=12))
@@ -232,7 +233,7 @@ def test_any_probe_timeout_text_gives_a_positive_bound_or_none(raw: str) -> None
         if "\x00" in raw:
             return  # not representable in an environment
         os.environ[accelerator.ENV_PROBE_TIMEOUT] = raw
-        bound = accelerator._probe_timeout()
+        bound = _machine._probe_timeout()
     finally:
         if saved is None:
             os.environ.pop(accelerator.ENV_PROBE_TIMEOUT, None)

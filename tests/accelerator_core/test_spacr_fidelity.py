@@ -38,7 +38,7 @@ def test_capabilities_start_with_spacrs_five_rows_in_its_words(kinds: dict[str, 
 ])
 def test_the_live_backdrop_is_accelerated_where_a_gpu_draws_a_display(
         system: str, environ: dict[str, str], gpus: int, accelerated: bool, words: str) -> None:
-    from spacr_accel_core._tasks import _backdrop_row
+    from spacr_accel_core.devices._tasks import _backdrop_row
 
     task, flag, detail = _backdrop_row(system, environ, gpus)
     assert (task, flag) == ("Live backdrop and spaceout", accelerated) and detail.startswith(words)

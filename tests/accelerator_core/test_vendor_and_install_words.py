@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import HostDevice, _doctor, _install, accelerator, hookimpl
+from spacr_accel_core import HostDevice, accelerator, hookimpl
+from spacr_accel_core.commands import _doctor
+from spacr_accel_core.contract import _install
 from spacr_accel_core.toolkit import canonical_vendor, install_command
 
 

@@ -18,10 +18,10 @@ from spacr_accel_core import (
     BackendUnavailable,
     Declaration,
     PluginFault,
-    _bench,
     _cli,
     hookimpl,
 )
+from spacr_accel_core.commands import _bench
 from spacr_accel_core.testing import reference_maximum_filter
 
 OPERATIONS = ["maximum_filter", "matmul", "nearest_neighbours", "local_maxima"]
@@ -375,7 +375,7 @@ def test_a_usable_accelerated_backend_the_accelerator_cannot_name_ran_on_a_gpu(m
 
 def test_the_bench_times_every_operation_of_the_table() -> None:
     """The bench reads the operation table: adding an operation without a bench case fails here."""
-    from spacr_accel_core import _bench
-    from spacr_accel_core._operations import OPERATIONS
+    from spacr_accel_core.commands import _bench
+    from spacr_accel_core.operations._operations import OPERATIONS
 
     assert [case.operation for case in _bench.cases(quick=True)] == list(OPERATIONS)

@@ -9,7 +9,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from spacr_accel_core import BackendInfo, BackendUnavailable, Declaration, _bench, hookimpl
+from spacr_accel_core import BackendInfo, BackendUnavailable, Declaration, hookimpl
+from spacr_accel_core.commands import _bench
 
 Plug = Callable[[object, str], object]
 

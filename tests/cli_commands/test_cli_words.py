@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from spacr_accel_core import _cli, _doctor
+from spacr_accel_core import _cli
+from spacr_accel_core.commands import _doctor
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, _cli, _doctor, _doctor_summary, accelerator, hookimpl, ops
+from spacr_accel_core import BackendInfo, _cli, accelerator, hookimpl, ops
+from spacr_accel_core.commands import _doctor, _doctor_summary
+from spacr_accel_core.devices import _machine
 
 TOP_KEYS = {"schema_version", "about", "overrides", "plugins", "faulty", "blocked", "backends",
             "device", "neural_engines", "capabilities", "summary", "versions", "host_devices", "memory"}
@@ -68,7 +70,7 @@ def hung_discovery(monkeypatch: pytest.MonkeyPatch, slow_to_describe: type) -> I
         release.set()
         watchdog.cancel()
         watchdog.join()
-        stuck = accelerator._STUCK.done
+        stuck = _machine._STUCK.done
         if stuck is not None:
             stuck.wait(120)  # the abandoned discovery finishes: no thread outlives the test
         spacr_accel_core.unregister("slow")
@@ -111,7 +113,7 @@ def test_json_has_the_documented_keys_and_numpy_is_ok(capsys: pytest.CaptureFixt
     numpy = row(report, "numpy")
     assert numpy["status"] == "ok" and numpy["reason"] == "" and numpy["accelerated"] is False
     assert numpy["distribution"] == "spacr-accel-numpy" and numpy["version"]
-    assert set(numpy["operations"]) == set(spacr_accel_core._registry.OPERATIONS)
+    assert set(numpy["operations"]) == set(spacr_accel_core.dispatch._registry.OPERATIONS)
     assert report["backends"]["gpu"] == list(ops.accelerated_backends(gpu=True))
     assert report["backends"]["cpu"][-1] == "numpy"
     assert set(report["overrides"]) == {*_doctor.overrides(), "restriction", "only", "operations",
@@ -354,7 +356,7 @@ def test_one_short_line_per_capability(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_versions_are_read_from_metadata_without_importing(capsys: pytest.CaptureFixture[str]) -> None:
-    code = ("import json, sys\nfrom spacr_accel_core import _doctor\nreport = _doctor.collect()\n"
+    code = ("import json, sys\nfrom spacr_accel_core.commands import _doctor\nreport = _doctor.collect()\n"
             "print(json.dumps([report['versions'], sorted(m for m in ('torch', 'cupy', 'numba') "
             "if m in sys.modules)]))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPACR_")}
@@ -408,9 +410,9 @@ def test_a_cpu_wheel_beside_a_card_is_found_and_the_fix_named(
     torch = pytest.importorskip("torch")
     if torch.version.cuda is not None or torch.version.hip is not None:
         pytest.skip("this torch is not a CPU-only build")
-    from spacr_accel_torch import _plugin
+    from spacr_accel_torch import _nodes
 
-    monkeypatch.setattr(_plugin, "_no_device_node", lambda: None)  # as with the NVIDIA driver loaded
+    monkeypatch.setattr(_nodes, "_no_device_node", lambda: None)  # as with the NVIDIA driver loaded
     plug(Card(RTX_4090), "card")
     report = doctor_json(capsys)
     assert report["device"]["kind"] == "cuda" and report["device"]["usable"] is False

@@ -22,7 +22,7 @@ from spacr_accel_core import (
     ops,
     use,
 )
-from spacr_accel_core._declaration import validated
+from spacr_accel_core.contract._declaration import validated
 from spacr_accel_core.toolkit import install_command
 
 FIRST = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -48,7 +48,7 @@ def test_each_plugin_is_asked_and_judged(plug: Plug) -> None:
 def test_a_plugin_that_never_answers_costs_its_bound_only(plug: Plug, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
     plug(Warming("hung", lambda t: release.wait()), "hung")
-    import spacr_accel_core._bounded as bounded_module
+    import spacr_accel_core.dispatch._bounded as bounded_module
 
     real = bounded_module.bounded
     monkeypatch.setattr(bounded_module, "bounded", lambda work, timeout, what: real(work, 0.2, what))

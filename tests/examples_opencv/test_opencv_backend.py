@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 import spacr_accel_core
 from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, last_dispatch, ops
-from spacr_accel_core._declaration import validated
+from spacr_accel_core.contract._declaration import validated
 from spacr_accel_core.testing import assert_same_field, reference_maximum_filter
 
 pytestmark = pytest.mark.skipif(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import accelerator, ops
+from spacr_accel_core import accelerator, ops, toolkit
 
 pytestmark = pytest.mark.skipif(
     "spacr-accel-openvino" not in {d.metadata["Name"] for d in importlib.metadata.distributions()},
@@ -74,12 +74,12 @@ def test_without_an_npu_listed_on_linux_openvino_is_not_even_imported(monkeypatc
     from spacr_accel_openvino import _plugin
 
     monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setattr(accelerator, "host_devices", lambda: ())
+    monkeypatch.setattr(toolkit, "host_devices", lambda: ())
     monkeypatch.setitem(sys.modules, "openvino", None)  # an import would raise: it must not happen
     assert _plugin.worth_asking() is False
     assert _plugin.engines() == []
     npu = spacr_accel_core.HostDevice(vendor="Intel", name="Intel(R) AI Boost", kind="npu")
-    monkeypatch.setattr(accelerator, "host_devices", lambda: (npu,))
+    monkeypatch.setattr(toolkit, "host_devices", lambda: (npu,))
     assert _plugin.worth_asking() is True
 
 

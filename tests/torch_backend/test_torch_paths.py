@@ -35,7 +35,7 @@ from spacr_accel_core import (
 )
 from spacr_accel_core.accelerator import Accelerator
 from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
-from spacr_accel_torch import _nearest, _ops, _plugin, _probe, _runtime
+from spacr_accel_torch import _nearest, _nodes, _ops, _plugin, _probe, _runtime
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
@@ -510,7 +510,7 @@ def test_backend_info_tells_the_truth_about_this_machine() -> None:
 
 def test_backend_info_offers_torch_where_the_prober_finds_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     card = Accelerator(kind="cuda", device="cuda:0", label="NVIDIA H200 (CUDA)", name="NVIDIA H200")
-    monkeypatch.setattr(_plugin, "_no_device_node", lambda: None)
+    monkeypatch.setattr(_nodes, "_no_device_node", lambda: None)
     monkeypatch.setattr(_probe, "detect", lambda **_: card)
     info = _plugin.spacr_accel_backend_info()
     assert info.usable and "cuda:0" in info.note
@@ -523,7 +523,7 @@ def test_backend_info_survives_a_prober_that_raises_or_hangs(monkeypatch: pytest
     def broken(**_: object) -> None:
         raise BackendUnavailable("torch is not importable")
 
-    monkeypatch.setattr(_plugin, "_no_device_node", lambda: None)
+    monkeypatch.setattr(_nodes, "_no_device_node", lambda: None)
     monkeypatch.setattr(_probe, "detect", broken)
     info = _plugin.spacr_accel_backend_info()
     assert not info.usable and "not importable" in info.note

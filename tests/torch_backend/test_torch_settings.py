@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacr_accel_core import BackendOutOfMemory, accelerator, ops
+from spacr_accel_core import BackendOutOfMemory, accelerator, ops, toolkit
 from spacr_accel_core.accelerator import Accelerator
 from spacr_accel_core.testing import reference_matmul, reference_maximum_filter, reference_nearest
 from spacr_accel_torch import _nearest, _ops, _runtime
@@ -286,7 +286,7 @@ def test_target_is_built_once_per_resolved_accelerator(monkeypatch: pytest.Monke
     first = _runtime.target()
     assert _runtime.target() is first  # the same object: nothing rebuilt per call
     other = Accelerator(kind="cpu", device="cpu", label="CPU", note="a refreshed answer")
-    monkeypatch.setattr(accelerator, "resolve", lambda refresh=False: other)
+    monkeypatch.setattr(toolkit, "resolve", lambda refresh=False: other)
     second = _runtime.target()
     assert second is not first and second == _runtime.Device(torch.device("cpu"), True)
     assert _runtime.target() is second

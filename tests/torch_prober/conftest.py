@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import Declaration, HostDevice, _host, hookimpl
-from spacr_accel_torch import _plugin, _probe
+from spacr_accel_core import Declaration, HostDevice, hookimpl
+from spacr_accel_core.devices import _host
+from spacr_accel_torch import _arch, _nodes, _probe
 
 
 class Cuda:
@@ -197,10 +198,10 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setitem(sys.modules, "torch_directml", None)  # no DirectML unless a test adds it
     # The stand-in torch is the machine here: the OS's device nodes (none on CI) must not
     # answer for it before it is asked.
-    monkeypatch.setattr(_plugin, "_no_device_node", lambda: None)
+    monkeypatch.setattr(_nodes, "_no_device_node", lambda: None)
     # Nor must the real machine's cards: a test adds host devices through the hook.
     monkeypatch.setattr(_host, "os_devices", list)
-    monkeypatch.delenv(_probe.HSA_OVERRIDE, raising=False)
+    monkeypatch.delenv(_arch.HSA_OVERRIDE, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
     spacr_accel_core.refresh()

@@ -59,7 +59,7 @@ from spacr_accel_core import accelerator
 import spacr_accel_numpy, spacr_accel_torch, spacr_accel_cupy
 from spacr_accel_torch import _plugin
 if "--as-if-a-device-node" in sys.argv:  # a machine whose GPU node makes the prober import torch
-    _plugin._no_device_node = lambda: None
+    _nodes._no_device_node = lambda: None
 found = accelerator.resolve()
 report = {
     "kind": found.kind, "note": found.note, "describe": accelerator.describe(),

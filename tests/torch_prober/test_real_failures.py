@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from spacr_accel_core import HostDevice, _cellpose, _probers, accelerator
+from spacr_accel_core import HostDevice, accelerator
 from spacr_accel_core.accelerator import inspect_torch
-from spacr_accel_torch import _probe
+from spacr_accel_core.devices import _cellpose, _probers
+from spacr_accel_torch import _arch, _nodes, _probe
 
 RTX_4090 = HostDevice(vendor="NVIDIA", name="NVIDIA GeForce RTX 4090", pci_id="10de:2684",
                       address="0000:01:00.0", driver="nvidia", driver_version="470.82.01", source="test")
@@ -80,10 +81,9 @@ def _describe_with(found: accelerator.Accelerator) -> str:
 
 def test_no_device_node_and_a_cpu_wheel_name_the_build_without_importing_torch(
         host_cards: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from spacr_accel_torch import _plugin
 
     host_cards(RTX_4090)
-    monkeypatch.setattr(_plugin, "_no_device_node", lambda: "no GPU device node here")
+    monkeypatch.setattr(_nodes, "_no_device_node", lambda: "no GPU device node here")
     monkeypatch.setattr(_probe, "_import_torch", lambda: pytest.fail("torch was imported to ask"))
     real = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version",
@@ -96,9 +96,8 @@ def test_no_device_node_and_a_cpu_wheel_name_the_build_without_importing_torch(
 
 def test_no_device_node_and_no_card_raise_the_note_without_importing_torch(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from spacr_accel_torch import _plugin
 
-    monkeypatch.setattr(_plugin, "_no_device_node", lambda: "no GPU device node here")
+    monkeypatch.setattr(_nodes, "_no_device_node", lambda: "no GPU device node here")
     monkeypatch.setattr(_probe, "_import_torch", lambda: pytest.fail("torch was imported to ask"))
     found = accelerator.resolve(refresh=True)
     assert found.kind == "cpu" and "no GPU device node here" in found.note
@@ -150,7 +149,7 @@ def test_capability_12_0_on_a_wheel_built_for_sm_50_to_sm_90_is_found_not_used(
     ((7, 5), (), False),
 ])
 def test_cuda_compatibility_rules(capability: tuple[int, int], arches: tuple[str, ...], runs: bool) -> None:
-    assert _probe.cuda_arch_runs(capability, arches) is runs
+    assert _arch.cuda_arch_runs(capability, arches) is runs
 
 
 def test_the_kernel_check_catches_a_missing_kernel_image(stand_in: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,7 +202,7 @@ def test_a_shipped_target_with_feature_suffixes_is_usable(stand_in: Any) -> None
     ("10.3", ""), ("ten", ""), ("", ""),
 ])
 def test_hsa_override_values(value: str, target: str) -> None:
-    assert _probe.gfx_from_override(value) == target
+    assert _arch.gfx_from_override(value) == target
 
 
 # ---- available, and cannot run a kernel --------------------------------------------------------
@@ -329,7 +328,7 @@ def test_resolve_in_a_process_without_a_device_node_never_imports_torch() -> Non
 
     code = ("import sys\n"
             "from spacr_accel_torch import _plugin\n"
-            "if _plugin._no_device_node() is None: print('node'); raise SystemExit\n"
+            "if _nodes._no_device_node() is None: print('node'); raise SystemExit\n"
             "from spacr_accel_core import accelerator\n"
             "found = accelerator.resolve()\n"
             "print(found.kind, 'torch' in sys.modules)\n")
@@ -347,13 +346,13 @@ def test_discovery_checks_the_architecture_through_nvml_not_cuda(
     cuda = stand_in.Cuda(names=["NVIDIA GeForce RTX 5090"], arches=WHEEL_ARCHES, capability=(12, 0),
                          forbid_names=True)
     monkeypatch.setattr(_probe, "_import_torch", lambda: stand_in.torch(cuda=cuda, release="2.5.1+cu121"))
-    monkeypatch.setattr(_probe, "nvml_capabilities", lambda: [(12, 0)])
+    monkeypatch.setattr(_arch, "nvml_capabilities", lambda: [(12, 0)])
     found = _probe.detect()
     assert found is not None and not found.usable and "no kernels for sm_120" in found.note
     assert cuda.cu_init == []
-    monkeypatch.setattr(_probe, "nvml_capabilities", lambda: [(12, 0), (8, 6)])  # one card can run it
+    monkeypatch.setattr(_arch, "nvml_capabilities", lambda: [(12, 0), (8, 6)])  # one card can run it
     assert _probe.detect().usable  # type: ignore[union-attr]
-    monkeypatch.setattr(_probe, "nvml_capabilities", lambda: None)  # NVML cannot say: the kernel check will
+    monkeypatch.setattr(_arch, "nvml_capabilities", lambda: None)  # NVML cannot say: the kernel check will
     assert _probe.detect().usable  # type: ignore[union-attr]
 
 
@@ -362,7 +361,7 @@ def test_nvml_capabilities_without_nvml_is_none_not_an_error() -> None:
 
     if ctypes.util.find_library("nvidia-ml"):
         pytest.skip("NVML is installed here")
-    assert _probe.nvml_capabilities() is None
+    assert _arch.nvml_capabilities() is None
 
 
 def kfd(tmp_path: Any, *versions: int) -> str:
@@ -375,14 +374,14 @@ def kfd(tmp_path: Any, *versions: int) -> str:
 
 
 def test_kfd_targets(tmp_path: Any) -> None:
-    assert _probe.kfd_gfx_targets(kfd(tmp_path, 100302, 90010)) == ["gfx1032", "gfx90a"]
-    assert _probe.kfd_gfx_targets(str(tmp_path / "absent")) is None
+    assert _arch.kfd_gfx_targets(kfd(tmp_path, 100302, 90010)) == ["gfx1032", "gfx90a"]
+    assert _arch.kfd_gfx_targets(str(tmp_path / "absent")) is None
 
 
 def test_rocm_discovery_checks_the_target_through_kfd(stand_in: Any, monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path: Any) -> None:
     nodes = kfd(tmp_path, 100302)
-    monkeypatch.setattr(_probe, "KFD_NODES", nodes)
+    monkeypatch.setattr(_arch, "KFD_NODES", nodes)
     cuda = stand_in.Cuda(names=["AMD Radeon RX 6600"], arches=ROCM_ARCHES, forbid_names=True)
     monkeypatch.setattr(_probe, "_import_torch", lambda: stand_in.torch(cuda=cuda, hip="6.2.41133"))
     found = _probe.detect()

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from spacr_accel_core import accelerator
-from spacr_accel_core._registry import REGISTRY
 from spacr_accel_core.accelerator import inspect_torch
+from spacr_accel_core.dispatch._registry import REGISTRY
 from spacr_accel_torch import _probe
 
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import sys
 
-from ._declaration import Declaration, Setting
-from ._errors import (
+from .contract._declaration import Declaration, Setting
+from .contract._errors import (
     BackendDeclined,
     BackendOutOfMemory,
     BackendUnavailable,
     NoBackendError,
     PluginFault,
 )
-from ._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
-from ._records import BackendInfo, Dispatch, HostDevice, PluginStatus
-from ._registry import REGISTRY, Registry, cpu_requested, use
+from .contract._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
+from .contract._records import BackendInfo, Dispatch, HostDevice, PluginStatus
+from .dispatch._registry import REGISTRY, Registry, cpu_requested, use
 
 __all__ = [
     "API_VERSION",
@@ -63,9 +63,9 @@ def refresh() -> None:
     ``SPACR_ACCEL_BACKENDS``/``SPACR_ACCEL_DISABLE``, or to give a faulty plugin another chance.
     Also forgets the cached accelerator."""
     REGISTRY.refresh()
-    from . import accelerator  # local: keep the accelerator out of `import spacr_accel_core`
+    from .devices import _machine  # local: keep the accelerator out of `import spacr_accel_core`
 
-    accelerator._forget()
+    _machine._forget()
 
 
 def register(plugin: object, name: str) -> None:
@@ -92,9 +92,9 @@ def unregister(name: str) -> None:
 
 def _forget_accelerator() -> None:
     """Forget the accelerator's cached answers, if it was ever asked (never import it for this)."""
-    accelerator = sys.modules.get(f"{__name__}.accelerator")
-    if accelerator is not None:
-        accelerator._forget()
+    machine = sys.modules.get(f"{__name__}.devices._machine")
+    if machine is not None:
+        machine._forget()
 
 
 def last_dispatch() -> Dispatch | None:
@@ -117,7 +117,7 @@ def warm_up(*backends: str, timeout: float = 120.0) -> dict[str, bool]:
     """
     from functools import partial
 
-    from ._bounded import bounded
+    from .dispatch._bounded import bounded
 
     ready: dict[str, bool] = {}
     for name, call in REGISTRY.hookimpls("spacr_accel_warm_up"):

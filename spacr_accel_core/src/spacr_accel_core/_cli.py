@@ -239,7 +239,7 @@ def _doctor_command(args: argparse.Namespace) -> int:
 
     :param args: the parsed arguments (``json``).
     """
-    from . import _doctor
+    from .commands import _doctor
 
     report = _doctor.collect()
     if args.json:
@@ -260,8 +260,8 @@ def _bench_command(args: argparse.Namespace) -> int:
 
     :param args: the parsed arguments (``json``, ``quick``, ``repeat``, ``backends``).
     """
-    from . import _bench
-    from ._registry import REGISTRY
+    from .commands import _bench
+    from .dispatch._registry import REGISTRY
 
     installed = REGISTRY.installed()
     unknown = [name for name in args.backends or () if name not in installed]

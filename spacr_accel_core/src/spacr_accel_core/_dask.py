@@ -26,7 +26,8 @@ import dask.array as da
 import numpy as np
 from dask.delayed import delayed
 
-from . import _checks, last_dispatch, ops
+from . import last_dispatch, ops
+from .operations import _checks
 
 _NUMERIC_KINDS, _F32, _I64 = _checks._NUMERIC_KINDS, _checks._F32, _checks._I64
 _PAIR = np.dtype([("index", _I64), ("distance", _F32)])

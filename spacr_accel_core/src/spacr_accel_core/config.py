@@ -15,141 +15,44 @@ it again).
 
 from __future__ import annotations
 
-import contextvars
-import logging
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Final
 
-from ._declaration import Setting
-
-__all__ = ["Config", "cpu_requested", "current", "environment", "override", "use", "variables"]
-
-logger = logging.getLogger(__name__)
-
-ENV_BACKENDS: Final = "SPACR_ACCEL_BACKENDS"
-ENV_DISABLE: Final = "SPACR_ACCEL_DISABLE"
-ENV_ONLY: Final = "SPACR_ACCEL_ONLY"
-ENV_OPERATION_PREFIX: Final = "SPACR_ACCEL_BACKENDS_"
-ENV_PROBE_TIMEOUT: Final = "SPACR_ACCEL_PROBE_TIMEOUT"
-ENV_DEVICE: Final = "SPACR_DEVICE"
-
-_CORE_VARIABLES: Final = (
-    Setting(ENV_BACKENDS, "", "backends to use, best first, e.g. 'cupy,numpy' (the floor is appended "
-            "unless SPACR_ACCEL_ONLY is set)"),
-    Setting(f"{ENV_OPERATION_PREFIX}<OPERATION>", "", "the same for one operation, e.g. "
-            "SPACR_ACCEL_BACKENDS_MAXIMUM_FILTER=opencv,numba"),
-    Setting(ENV_ONLY, "0", "1: only the named backends run; a decline is an error instead of a fall-through"),
-    Setting(ENV_DISABLE, "", "plugins never imported, e.g. a plugin that crashes the interpreter"),
-    Setting(ENV_PROBE_TIMEOUT, "60", "seconds a device probe or a plugin's answer may take"),
-    Setting(ENV_DEVICE, "", "force the device: cpu, cuda:1, mps, xpu"),
+from .contract._declaration import Setting
+from .dispatch._registry import REGISTRY
+from .dispatch._settings import (
+    _CORE_VARIABLES,
+    DEFAULT_PROBE_TIMEOUT,
+    ENV_BACKENDS,
+    ENV_DEVICE,
+    ENV_DISABLE,
+    ENV_ONLY,
+    ENV_OPERATION_PREFIX,
+    ENV_PROBE_TIMEOUT,
+    Changes,
+    Config,
+    _changes,
+    _checked,
+    _context,
+    core_variables,
+    cpu_requested,
+    environment,
+    known,
+    overridden,
+    split_names,
+    use,
 )
 
-
-def split_names(value: str | None) -> tuple[str, ...]:
-    """``"cupy, numpy,,cupy"`` -> ``("cupy", "numpy")``: order kept, blanks and repeats dropped."""
-    if not value:
-        return ()
-    return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
-
-
-@dataclass(frozen=True)
-class Config:
-    """The settings in force.
-
-    :param backends: backends to use, best first (the floor appended unless ``only``); ``None``: all,
-        by priority.
-    :param only: only the backends named (for the operation, or in ``backends``) run, and nothing
-        after them: a decline is an error that names the backend and its reason.
-    :param operations: per operation, its own order (overrides ``backends`` for that operation),
-        as ``((operation, (name, ...)), ...)`` so the record stays hashable.
-    :param disable: plugins never imported (read at discovery only).
-    """
-
-    backends: tuple[str, ...] | None = None
-    only: bool = False
-    operations: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    disable: tuple[str, ...] = ()
-
-    def order_for(self, operation: str) -> tuple[str, ...] | None:
-        """The names in force for ``operation``: its own order, else :attr:`backends`."""
-        for name, order in self.operations:
-            if name == operation:
-                return order
-        return self.backends
-
-
-def environment(environ: Mapping[str, str] | None = None) -> Config:
-    """The configuration the environment gives (what a process starts with).
-
-    :param environ: the variables to read; ``os.environ`` when not given.
-    """
-    env = os.environ if environ is None else environ
-    operations = tuple(sorted(
-        (key[len(ENV_OPERATION_PREFIX):].lower(), split_names(value))
-        for key, value in env.items()
-        if key.startswith(ENV_OPERATION_PREFIX) and split_names(value)))
-    return Config(backends=split_names(env.get(ENV_BACKENDS)) or None,
-                  only=env.get(ENV_ONLY, "").strip().lower() in ("1", "true", "yes", "on"),
-                  operations=operations,
-                  disable=split_names(env.get(ENV_DISABLE)))
-
-
-@dataclass(frozen=True)
-class Changes:
-    """What a context's overrides change (``None``: as in force outside it). Kept as changes, not
-    as a whole configuration, so each registry applies them to the environment IT read.
-
-    :param clear_operations: ``backends=`` was given without ``operations=``: the names given are
-        the order for every operation, so the per-operation orders in force outside are dropped.
-    """
-
-    backends: tuple[str, ...] | None = None
-    only: bool | None = None
-    operations: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    clear_operations: bool = False
-
-    def over(self, base: Config) -> Config:
-        """``base`` with these changes applied (per-operation orders merged, these winning)."""
-        orders = {} if self.clear_operations else dict(base.operations)
-        orders.update(self.operations)
-        return Config(backends=base.backends if self.backends is None else self.backends,
-                      only=base.only if self.only is None else self.only,
-                      operations=tuple(sorted(orders.items())), disable=base.disable)
-
-    def then(self, inner: Changes) -> Changes:
-        """These changes with an inner override's on top (a nested ``with``)."""
-        orders = {} if inner.clear_operations else dict(self.operations)
-        orders.update(inner.operations)
-        return Changes(backends=self.backends if inner.backends is None else inner.backends,
-                       only=self.only if inner.only is None else inner.only,
-                       operations=tuple(sorted(orders.items())),
-                       clear_operations=self.clear_operations or inner.clear_operations)
-
-    def names(self) -> tuple[str, ...]:
-        """Every backend name these changes mention."""
-        return (*(self.backends or ()), *(n for _, order in self.operations for n in order))
-
-
-_context: contextvars.ContextVar[Changes | None] = contextvars.ContextVar("spacr_accel_config", default=None)
-
-_cpu_forced: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_cpu_forced", default=False)
-"""Set while a call that forced one backend with ``gpu=False`` runs (see :func:`cpu_requested`)."""
+__all__ = ["Config", "cpu_requested", "current", "environment", "override", "use", "variables"]
+__all__ += ["DEFAULT_PROBE_TIMEOUT", "ENV_BACKENDS", "ENV_DEVICE", "ENV_DISABLE", "ENV_ONLY",
+            "ENV_OPERATION_PREFIX", "ENV_PROBE_TIMEOUT", "Changes", "core_variables", "known", "overridden",
+            "split_names"]
 
 
 def current() -> Config:
     """The configuration in force here: this context's override, else the environment's."""
-    from ._registry import REGISTRY  # the environment as read at discovery
-
     changes = _context.get()
     return REGISTRY.environment() if changes is None else changes.over(REGISTRY.environment())
-
-
-def overridden() -> Changes | None:
-    """This context's changes, or ``None`` (the per-call path reads only this)."""
-    return _context.get()
 
 
 @contextmanager
@@ -173,107 +76,7 @@ def override(*, backends: tuple[str, ...] | list[str] | None = None, only: bool 
         yield current()
 
 
-def _checked(backends: tuple[str, ...] | list[str] | None, only: bool | None,
-             operations: Mapping[str, tuple[str, ...] | list[str]] | None) -> Changes:
-    """The keywords of :func:`override` as :class:`Changes`, each checked."""
-    orders: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    if only is not None and not isinstance(only, bool):
-        raise TypeError(f"only must be True or False, got {only!r}")
-    if operations is not None:
-        from ._operations import OPERATIONS
-
-        unknown = sorted(set(operations) - set(OPERATIONS))
-        if unknown:
-            raise ValueError(f"operations names unknown operations {unknown}; known: {sorted(OPERATIONS)}")
-        orders = tuple(sorted((op, _names(order, f"operations[{op!r}]")) for op, order in operations.items()))
-    return Changes(backends=None if backends is None else _names(backends, "backends"), only=only,
-                   operations=orders, clear_operations=backends is not None and operations is None)
-
-
-@contextmanager
-def _changes(changes: Changes) -> Iterator[None]:
-    """Put ``changes`` in force for this context (on top of any in force); no discovery needed."""
-    outer = _context.get()
-    token = _context.set(changes if outer is None else outer.then(changes))
-    try:
-        yield
-    finally:
-        _context.reset(token)
-
-
-def _names(value: object, what: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not value \
-            or not all(isinstance(n, str) and n for n in value):
-        raise TypeError(f"{what} must be a non-empty list of backend names, got {value!r}")
-    return tuple(dict.fromkeys(value))
-
-
-def core_variables() -> tuple[Setting, ...]:
-    """The core's own environment variables (no discovery needed)."""
-    return _CORE_VARIABLES
-
-
 def variables() -> tuple[tuple[str, Setting], ...]:
     """Every environment variable spacr-accel reads: ``("core", setting)`` for the core's own, then
     ``(plugin name, setting)`` for each that a loaded plugin declares (what the doctor prints)."""
-    from ._registry import REGISTRY
-
     return (*(("core", s) for s in _CORE_VARIABLES), *REGISTRY.declared_settings())
-
-
-@contextmanager
-def use(*names: str, only: bool | None = None) -> Iterator[None]:
-    """Restrict and order the backends for this context: ``with use("cupy", "numpy"): ...``.
-
-    Context-local (built on :func:`spacr_accel_core.config.override`), so threads and asyncio tasks
-    do not see each other's choice. Like ``SPACR_ACCEL_BACKENDS`` it names backends best first; the
-    floor stays at the end so a call still runs when every named backend declines, unless
-    ``only=True``: then a decline is an error naming the backend and its reason (how a CI job proves
-    the card ran). Use ``backend=`` on a call to run exactly one backend.
-
-    :param names: backend names, best first. A name no installed plugin has makes the calls
-        inside the context raise ``ValueError`` listing those that are installed.
-    :param only: ``True``: no fall-through beyond ``names``; ``False``: the floor is appended;
-        ``None`` (the default): as in force (``SPACR_ACCEL_ONLY``, or an enclosing override).
-    :raises TypeError: no names, or a name that is not a non-empty string.
-    """
-    if not names or not all(isinstance(n, str) and n for n in names):
-        raise TypeError("use() takes one or more backend names, e.g. use('numpy')")
-    with _changes(_checked(list(names), only, None)):  # no discovery on entry: only calls need it
-        yield
-
-
-def cpu_requested() -> bool:
-    """Whether the call being served forced this backend with ``gpu=False``: run on the CPU, or
-    decline. (An accelerated backend is otherwise never called under ``gpu=False``.)"""
-    return _cpu_forced.get()
-
-
-
-
-def known(environment: Config, plugins: Mapping[str, object]) -> Config:
-    """The environment's orders with names no plugin has dropped (and warned about, once per discovery).
-
-    Under ``SPACR_ACCEL_ONLY`` an order whose every name is unknown stays an empty order (nothing may
-    run: the error says why) instead of becoming "no order" (everything runs): a typo must not let
-    the CPU answer where the job asked to prove the card ran.
-    """
-    from ._operations import OPERATIONS
-
-    def keep(names: tuple[str, ...] | None, variable: str) -> tuple[str, ...] | None:
-        if names is None:
-            return None
-        unknown = [n for n in names if n not in plugins]
-        if unknown:
-            logger.warning("%s names backends that are not installed: %s; installed: %s", variable,
-                           ", ".join(unknown), ", ".join(sorted(plugins)) or "none")
-        kept = tuple(n for n in names if n in plugins)
-        return kept if kept or environment.only else None
-
-    for op, _ in environment.operations:
-        if op not in OPERATIONS:
-            logger.warning("%s%s names no operation (known: %s); ignored", ENV_OPERATION_PREFIX, op.upper(),
-                           ", ".join(sorted(OPERATIONS)))
-    operations = tuple((op, kept) for op, order in environment.operations
-                       if op in OPERATIONS and (kept := keep(order, f"{ENV_OPERATION_PREFIX}{op.upper()}")) is not None)
-    return replace(environment, backends=keep(environment.backends, ENV_BACKENDS), operations=operations)

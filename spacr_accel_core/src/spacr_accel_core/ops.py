@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import (
+from .contract._declaration import NARROW_FIELDS
+from .dispatch._registry import REGISTRY
+from .operations._checks import (
     _F32,
     _I64,
     _NUMERIC_KINDS,
@@ -43,8 +45,6 @@ from ._checks import (
     threshold_below,
     window_edge,
 )
-from ._declaration import NARROW_FIELDS
-from ._registry import REGISTRY
 
 __all__ = [
     "CHUNK",

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
-from ._errors import BackendOutOfMemory, describe
+from .contract._errors import BackendOutOfMemory, describe
 
 __all__ = ["HOST_PASS_BYTES", "cpu_threads", "pass_budget", "run_parts", "tiled"]
 

@@ -8,10 +8,18 @@ third party's.
 - Tiling: :func:`pass_budget`, :func:`tiled`, :func:`run_parts`, :func:`cpu_threads`,
   :data:`HOST_PASS_BYTES`: how much one pass may hold, retried smaller on out-of-memory, and one
   CPU thread pool shared by the CPU backends.
-- Exact arithmetic: :mod:`spacr_accel_core.exact` (the distance every backend's verdict uses).
+- Exact arithmetic (from :mod:`spacr_accel_core.exact`): :func:`exact_squared`, :func:`distances`,
+  :func:`pick_lowest`, :func:`pick_lowest_dense`, :func:`distinct_rows`, :func:`expansion_plan`,
+  :func:`integer_matmul`, :data:`EXACT_IN_FLOAT32` (the distance every backend's verdict uses).
+- The device: :class:`Accelerator`, :func:`resolve`, :func:`host_devices`, :data:`ENV_DEVICE`,
+  :func:`device_request` and :func:`parse_device` (what ``SPACR_DEVICE`` asks for, read one way).
 - Reference implementations: :mod:`spacr_accel_core.reference` (the plain definitions of every
   operation's answer) and :mod:`spacr_accel_core.testing` (the conformance suite).
 - Bounds: :func:`call_bounded`, for a driver query that might hang.
+
+This module is the one door: the shipped backends and the examples import only from here, from
+``spacr_accel_core`` itself (the contract) and, in their tests, from :mod:`spacr_accel_core.testing`
+(a test in ``tests/core_layout`` keeps it so).
 - Messages: :func:`install_command`, the command that adds an extra for how this copy was
   installed (the clone's script, or pip from an index); :func:`canonical_vendor`, a maker's name
   however a source spells it.
@@ -21,33 +29,63 @@ third party's.
 
 from __future__ import annotations
 
-from ._bounded import call_bounded
-from ._checks import threshold_below
-from ._errors import (
+from .contract._errors import (
     BackendDeclined,
     BackendOutOfMemory,
     BackendUnavailable,
     describe,
     first_line,
 )
-from ._install import install_command
-from ._precision import PrecisionWindow
-from ._records import canonical_vendor
+from .contract._install import install_command
+from .contract._records import Accelerator, canonical_vendor
+from .devices._machine import host_devices, resolve
+from .devices._probers import DeviceRequest, device_request, parse_device
+from .dispatch._bounded import call_bounded
+from .dispatch._settings import ENV_DEVICE
+from .exact import (
+    EXACT_IN_FLOAT32,
+    ExpansionPlan,
+    distances,
+    distinct_rows,
+    exact_squared,
+    expansion_plan,
+    integer_matmul,
+    pick_lowest,
+    pick_lowest_dense,
+)
+from .kit._precision import PrecisionWindow
+from .operations._checks import threshold_below
 from .tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
 
 __all__ = [
+    "ENV_DEVICE",
+    "EXACT_IN_FLOAT32",
     "HOST_PASS_BYTES",
+    "Accelerator",
     "BackendDeclined",
     "BackendOutOfMemory",
     "BackendUnavailable",
+    "DeviceRequest",
+    "ExpansionPlan",
     "PrecisionWindow",
     "call_bounded",
     "canonical_vendor",
     "cpu_threads",
     "describe",
+    "device_request",
+    "distances",
+    "distinct_rows",
+    "exact_squared",
+    "expansion_plan",
     "first_line",
+    "host_devices",
     "install_command",
+    "integer_matmul",
+    "parse_device",
     "pass_budget",
+    "pick_lowest",
+    "pick_lowest_dense",
+    "resolve",
     "run_parts",
     "threshold_below",
     "tiled",

@@ -22,8 +22,7 @@ from typing import Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
-from spacr_accel_core.toolkit import PrecisionWindow, describe, install_command
+from spacr_accel_core.toolkit import HOST_PASS_BYTES, PrecisionWindow, describe, install_command, pass_budget
 
 from . import _driver
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from spacr_accel_core.exact import (
+from spacr_accel_core.toolkit import (
     EXACT_IN_FLOAT32,
     distances,
     distinct_rows,
@@ -42,7 +42,7 @@ from spacr_accel_core.exact import (
     expansion_plan,
     pick_lowest,
 )
-from spacr_accel_core.tiling import tiled as run_tiles
+from spacr_accel_core.toolkit import tiled as run_tiles
 
 from ._kit import Kit, ieee_unit, is_out_of_memory
 

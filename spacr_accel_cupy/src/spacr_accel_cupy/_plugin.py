@@ -22,8 +22,7 @@ from spacr_accel_core import (
     cpu_requested,
     hookimpl,
 )
-from spacr_accel_core.accelerator import ENV_DEVICE, call_bounded, device_request
-from spacr_accel_core.toolkit import install_command
+from spacr_accel_core.toolkit import ENV_DEVICE, call_bounded, device_request, install_command
 
 from . import _driver
 from ._kit import Kit, cupy_kit, translate

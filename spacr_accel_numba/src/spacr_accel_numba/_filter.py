@@ -7,7 +7,7 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.tiling import cpu_threads, run_parts
+from spacr_accel_core.toolkit import cpu_threads, run_parts
 
 _MIN_THREADED_PIXELS = 1 << 18  # below this a thread hand-off costs more than it saves
 _BLOCK_BYTES = 32 << 20

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.tiling import cpu_threads, run_parts
+from spacr_accel_core.toolkit import cpu_threads, run_parts
 
 DIMENSIONS = 3
 """Most coordinates the grid takes."""

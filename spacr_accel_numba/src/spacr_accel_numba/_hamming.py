@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from spacr_accel_core.tiling import cpu_threads, run_parts
+from spacr_accel_core.toolkit import cpu_threads, run_parts
 from spacr_accel_numpy.neighbours import finish
 
 from ._knearest import kernels

@@ -30,7 +30,7 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.tiling import cpu_threads, run_parts
+from spacr_accel_core.toolkit import cpu_threads, run_parts
 from spacr_accel_numpy.neighbours import exact_search, finish, padded_bound, search_distinct
 
 from ._grid import DIMENSIONS

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.tiling import cpu_threads, run_parts
-from spacr_accel_core.toolkit import threshold_below
+from spacr_accel_core.toolkit import cpu_threads, run_parts, threshold_below
 
 from ._filter import _BLOCK_BYTES, _MIN_THREADED_PIXELS
 from ._knearest import kernels

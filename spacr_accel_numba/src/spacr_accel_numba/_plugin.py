@@ -16,8 +16,7 @@ from typing import Final
 import numpy as np
 
 from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, hookimpl
-from spacr_accel_core.exact import distances
-from spacr_accel_core.toolkit import install_command
+from spacr_accel_core.toolkit import distances, install_command
 
 from . import _warm
 from ._filter import window_maximum

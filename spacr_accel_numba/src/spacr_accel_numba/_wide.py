@@ -20,8 +20,7 @@ from types import ModuleType
 
 import numpy as np
 
-from spacr_accel_core.exact import ExpansionPlan, expansion_plan
-from spacr_accel_core.tiling import cpu_threads, run_parts
+from spacr_accel_core.toolkit import ExpansionPlan, cpu_threads, expansion_plan, run_parts
 
 _F32_UNIT = float(np.finfo(np.float32).eps) / 2  # unit roundoff of an IEEE float32 GEMM
 _TILE_ROWS = 2048

@@ -7,7 +7,7 @@ and NumPy's own ``@``. Registered under the ``spacr_accel`` entry point ``numpy`
 
 from __future__ import annotations
 
-from spacr_accel_core.exact import exact_squared  # re-exported: it moved to the core, for every backend
+from spacr_accel_core.toolkit import exact_squared  # re-exported: it moved to the core, for every backend
 
 from ._filter import window_maximum
 from ._nearest import nearest

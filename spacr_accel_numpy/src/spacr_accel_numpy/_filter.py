@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from spacr_accel_core.tiling import cpu_threads, run_parts
+from spacr_accel_core.toolkit import cpu_threads, run_parts
 
 _STRIPE_BYTES = 3 << 19  # measured best of 0.5-2 MiB on 4096-wide fields: less halo, still cache-sized
 _MIN_THREADED_PIXELS = 1 << 18  # below this, a thread hand-off costs more than it saves

@@ -25,8 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from spacr_accel_core.exact import distances, distinct_rows, exact_squared
-from spacr_accel_core.tiling import cpu_threads
+from spacr_accel_core.toolkit import cpu_threads, distances, distinct_rows, exact_squared
 
 _log = logging.getLogger(__name__)
 

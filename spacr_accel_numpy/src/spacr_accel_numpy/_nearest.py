@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spacr_accel_core.exact import (
+from spacr_accel_core.toolkit import (
+    cpu_threads,
     distances,
     distinct_rows,
     exact_squared,
@@ -25,7 +26,6 @@ from spacr_accel_core.exact import (
     pick_lowest,
     pick_lowest_dense,
 )
-from spacr_accel_core.tiling import cpu_threads
 
 WIDE = 16
 """From this many coordinates on, the matrix product beats the KD-tree."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from spacr_accel_core.tiling import run_parts
+from spacr_accel_core.toolkit import run_parts
 
 from ._filter import _MIN_THREADED_PIXELS, _STRIPE_BYTES, _WORKERS, NARROW, _stripes
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from spacr_accel_core import Declaration, hookimpl
-from spacr_accel_core.exact import EXACT_IN_FLOAT32, integer_matmul
+from spacr_accel_core.toolkit import EXACT_IN_FLOAT32, integer_matmul
 
 from ._filter import window_maximum
 from ._hamming import hamming_nearest

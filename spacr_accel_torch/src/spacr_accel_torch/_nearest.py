@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spacr_accel_core.exact import distances, distinct_rows, exact_squared, expansion_plan, pick_lowest
+from spacr_accel_core.toolkit import distances, distinct_rows, exact_squared, expansion_plan, pick_lowest
 
 from ._runtime import IEEE_UNIT, Device, budget, float32_gemm_unit, tensor, tiled
 

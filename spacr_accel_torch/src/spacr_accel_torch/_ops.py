@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spacr_accel_core.exact import EXACT_IN_FLOAT32
+from spacr_accel_core.toolkit import EXACT_IN_FLOAT32
 
 from ._runtime import Device, budget, ieee_float32, tensor, tiled
 

@@ -8,19 +8,15 @@ is what the NumPy backend already does better.
 
 from __future__ import annotations
 
-import glob
-import os
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 
 from spacr_accel_core import BackendInfo, Declaration, Setting, cpu_requested, hookimpl
-from spacr_accel_core.accelerator import ENV_DEVICE, Accelerator, call_bounded, device_request
-from spacr_accel_core.toolkit import install_command
+from spacr_accel_core.toolkit import ENV_DEVICE, Accelerator, call_bounded, device_request, install_command
 
-from . import _probe
+from . import _nodes, _probe
 from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's hookimpls)
     spacr_accel_empty_cache,
     spacr_accel_neural_engines,
@@ -44,30 +40,6 @@ SPACR_ACCEL_PLUGIN = Declaration(
 
 _T = TypeVar("_T")
 
-_DEVICE_NODES: tuple[str, ...] = (
-    "/dev/nvidiactl", "/proc/driver/nvidia",  # the NVIDIA kernel driver (CUDA)
-    "/dev/kfd",  # AMD's compute driver (ROCm)
-    "/dev/dri/renderD*",  # any DRM render node: Intel GPUs (XPU), and AMD under ROCm
-    "/dev/dxg",  # WSL 2's bridge to the Windows driver
-)
-
-
-def _no_device_node() -> str | None:
-    """Why torch can have no GPU here, read off the OS without importing torch; ``None`` if it may.
-
-    ``import torch`` costs about a second and 200 MiB, paid by the first call of every process
-    (every Dask worker, every CLI start) only to learn there is no GPU. On Linux every device
-    torch drives shows a node first: the NVIDIA driver's, ROCm's ``/dev/kfd``, a DRM render node
-    for Intel and AMD cards, or WSL's ``/dev/dxg``. Without any of them there is nothing to ask.
-    macOS (Metal) and Windows (CUDA, DirectML) are always asked.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    if any(glob.glob(pattern) if "*" in pattern else os.path.exists(pattern) for pattern in _DEVICE_NODES):
-        return None
-    return "no GPU device node here (no NVIDIA, ROCm, DRI render or WSL device); torch was not imported to ask"
-
-
 def _detect_bounded() -> Accelerator | None:
     """Our own prober's DETECTION, under the bound the core puts on probes.
 
@@ -90,7 +62,7 @@ def spacr_accel_backend_info() -> BackendInfo:
     forced = device_request()
     if forced.cpu:
         return BackendInfo(False, f"{ENV_DEVICE}={forced.text} forces the CPU (backend='torch' still runs there)")
-    absent = _no_device_node()
+    absent = _nodes._no_device_node()
     if absent is not None:
         return BackendInfo(False, f"{absent}; backend='torch' runs on the CPU when forced")
     try:

@@ -22,15 +22,14 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core.tiling import HOST_PASS_BYTES, pass_budget
-from spacr_accel_core.tiling import tiled as run_tiles
-from spacr_accel_core.toolkit import PrecisionWindow, describe, install_command
+from spacr_accel_core.toolkit import HOST_PASS_BYTES, PrecisionWindow, describe, install_command, pass_budget
 from spacr_accel_core.toolkit import first_line as _first_line
+from spacr_accel_core.toolkit import tiled as run_tiles
 
 if TYPE_CHECKING:
     import torch
 
-    from spacr_accel_core.accelerator import Accelerator
+    from spacr_accel_core.toolkit import Accelerator
 
 __all__ = ["IEEE_UNIT", "Device", "budget", "current_float32_gemm_unit", "float32_gemm_unit", "ieee_float32",
            "is_out_of_memory", "release", "target", "tensor", "tiled", "translate"]
@@ -97,9 +96,9 @@ def target() -> Device:
 
     :raises BackendUnavailable: torch is not importable, or cannot address that device.
     """
-    from spacr_accel_core.accelerator import resolve
+    from spacr_accel_core import toolkit  # looked up at the call: a test may replace resolve
 
-    found = resolve()
+    found = toolkit.resolve()
     cached = _STATE.target  # one read: another thread may replace it, never tear it
     if cached is not None and cached[0] is found:
         return cached[1]
@@ -111,7 +110,7 @@ def target() -> Device:
 def cpu_target() -> Device:
     """torch on the CPU: a call that forced ``backend="torch"`` with ``gpu=False`` (spaCR runs
     torch models on the CPU that way when the card is busy)."""
-    from spacr_accel_core.accelerator import Accelerator
+    from spacr_accel_core.toolkit import Accelerator
 
     cached = _STATE.cpu
     if cached is None:

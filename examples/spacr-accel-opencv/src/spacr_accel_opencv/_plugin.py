@@ -27,7 +27,7 @@ from typing import Final
 import numpy as np
 
 from spacr_accel_core import BackendDeclined, BackendInfo, BackendUnavailable, Declaration, hookimpl
-from spacr_accel_core.accelerator import call_bounded
+from spacr_accel_core.toolkit import call_bounded
 
 NAME: Final = "opencv"
 PRIORITY: Final = 150.0

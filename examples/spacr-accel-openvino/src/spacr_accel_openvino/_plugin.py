@@ -24,7 +24,7 @@ import sys
 from typing import Final, Protocol
 
 from spacr_accel_core import Declaration, hookimpl
-from spacr_accel_core.accelerator import call_bounded
+from spacr_accel_core.toolkit import call_bounded
 
 SPACR_ACCEL_PLUGIN: Final = Declaration(name="openvino", priority=50.0)
 """What this plugin is: a prober with no primitive (so its priority only orders it among probers)."""
@@ -79,22 +79,22 @@ def worth_asking() -> bool:
 
     ``import openvino`` and ``Core()`` cost about 0.9 s, most of what ``spacr-accel doctor`` spends
     beyond the core. On Linux, Intel's NPU is a PCI processing accelerator that the host inventory
-    (:func:`spacr_accel_core.accelerator.host_devices`, no vendor library) already lists, so without
+    (:func:`spacr_accel_core.toolkit.host_devices`, no vendor library) already lists, so without
     one there is nothing to ask. The devices this skips there are the ones OpenVINO itself has
     retired (GNA, a system peripheral; MYRIAD, a USB stick). Elsewhere OpenVINO is always asked.
     """
     if not sys.platform.startswith("linux"):
         return True
-    from spacr_accel_core import accelerator
+    from spacr_accel_core import toolkit
 
-    return any(device.kind == "npu" for device in accelerator.host_devices())
+    return any(device.kind == "npu" for device in toolkit.host_devices())
 
 
 def engines() -> list[str]:
     """The neural engines OpenVINO sees here, or ``[]`` when openvino is absent, broken or hangs,
     or when no NPU can be here (:func:`worth_asking`).
 
-    Bounded with :func:`~spacr_accel_core.accelerator.call_bounded`: ``Core()`` loads every
+    Bounded with :func:`~spacr_accel_core.toolkit.call_bounded`: ``Core()`` loads every
     device plugin OpenVINO ships, and a wedged NPU driver must not hang the doctor.
     """
     if not worth_asking():
