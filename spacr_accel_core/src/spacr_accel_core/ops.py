@@ -145,7 +145,7 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | Non
         np.add(answer, _ZERO, out=answer)  # the +0.0 rule holds for a copy too
         return answer
     result: np.ndarray = REGISTRY.dispatch(
-        "maximum_filter", (_read_only(_as_filtered(array)), window, target), gpu=use_gpu,
+        "maximum_filter", {"field": _read_only(_as_filtered(array)), "size": window, "out": target}, gpu=use_gpu,
         backend=backend, expected=(array.shape, target))
     return result
 
@@ -195,7 +195,8 @@ def matmul(first: Any, second: Any, *, gpu: Any = True, backend: str | None = No
     b_view = b.view()
     b_view.setflags(write=False)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees an ndarray
-        "matmul", (a_view, b_view, target), gpu=use_gpu, backend=backend, expected=(shape, target))
+        "matmul", {"first": a_view, "second": b_view, "out": target}, gpu=use_gpu, backend=backend,
+        expected=(shape, target))
 
 
 def _point_sets(source: Any, target: Any, metric: str,
@@ -267,7 +268,8 @@ def nearest_neighbours(
         shape = (n,) if count == 1 else (n, count)
         return np.full(shape, -1, dtype=_I64), np.full(shape, np.inf, dtype=_F32)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the pair
-        "nearest_neighbours", (_read_only(src), _read_only(tgt), rows, count, bound, kind), gpu=use_gpu,
+        "nearest_neighbours", {"source": _read_only(src), "target": _read_only(tgt), "chunk": rows, "k": count,
+                               "max_distance": bound, "metric": kind}, gpu=use_gpu,
         backend=backend, expected=(n, m, count, bound is not None or count > m))
 
 
@@ -304,7 +306,8 @@ def mutual_nearest_neighbours(first: Any, second: Any, *, max_distance: Any = No
     found = []
     for source, target in directions:
         index, _ = REGISTRY.dispatch(
-            "nearest_neighbours", (_read_only(source), _read_only(target), CHUNK, 1, bound, kind), gpu=use_gpu,
+            "nearest_neighbours", {"source": _read_only(source), "target": _read_only(target), "chunk": CHUNK, "k": 1,
+                                   "max_distance": bound, "metric": kind}, gpu=use_gpu,
             backend=backend, expected=(source.shape[0], target.shape[0], 1, bound is not None))
         found.append(index)
         served.append(REGISTRY.last_dispatch())
@@ -351,5 +354,5 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: Any = Tru
             peak &= values > below
         return np.argwhere(peak).astype(_I64, copy=False)
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the coordinates
-        "local_maxima", (_read_only(data), window, below), gpu=use_gpu, backend=backend,
+        "local_maxima", {"field": _read_only(data), "size": window, "threshold": below}, gpu=use_gpu, backend=backend,
         expected=array.shape)

@@ -8,6 +8,14 @@ A primitive hook is called with input the core has ALREADY validated and normali
 never re-checks ranks, widths or dtypes; it says "not me, not now" by raising :class:`RuntimeError`
 (ideally :class:`~spacr_accel_core.BackendUnavailable`, :class:`~spacr_accel_core.BackendDeclined` or
 :class:`~spacr_accel_core.BackendOutOfMemory`), and anything else it raises is a fault.
+
+DISPATCH IS THE CORE'S OWN. pluggy finds the hookimpls and matches a plugin's signature to these
+names; the core then calls each plugin's function itself (in its own order, one at a time, with a
+bound, a result check and quarantine), never ``manager.hook.<name>()``. So these specifications
+carry no pluggy call options (``firstresult``, ``historic``): they would promise a calling
+convention nothing uses. The arguments of a primitive hook are passed by position in the order
+written here; ``ops`` names them and the operation table orders them
+(:meth:`~spacr_accel_core.operations._operations.Operation.positional`).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from ._markers import hookspec
 from ._records import Accelerator, BackendInfo, HostDevice
 
 
-@hookspec(firstresult=True)
+@hookspec
 def spacr_accel_backend_info() -> BackendInfo:  # type: ignore[empty-body]  # a specification has no body
     """Whether this plugin can run here now, and what on (what it IS, its declaration says).
 
@@ -30,7 +38,7 @@ def spacr_accel_backend_info() -> BackendInfo:  # type: ignore[empty-body]  # a 
     answer; a ``RuntimeError`` here marks the plugin unusable with that reason, anything else
     marks it faulty. It must not call the ops or :func:`~spacr_accel_core.accelerator.resolve`
     (both may be waiting for this answer); ask your own library, bounded with
-    :func:`~spacr_accel_core.accelerator.call_bounded` if a driver might hang.
+    :func:`~spacr_accel_core.toolkit.call_bounded` if a driver might hang.
     """
 
 

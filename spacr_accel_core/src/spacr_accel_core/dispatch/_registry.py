@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -443,7 +443,7 @@ class Registry:
             self._warned.add(key)
         logger.log(logging.WARNING if first else logging.DEBUG, message, *args)
 
-    def dispatch(self, operation: str, args: tuple[Any, ...], *, gpu: bool, backend: str | None,
+    def dispatch(self, operation: str, named: Mapping[str, Any], *, gpu: bool, backend: str | None,
                  expected: Any) -> Any:
         """Run ``operation`` on the best backend that serves it.
 
@@ -451,13 +451,15 @@ class Registry:
         operation's result check.
 
         :param operation: a name in the operation table.
-        :param args: the validated, normalised arguments of the primitive hook, in the spec's order.
+        :param named: the validated, normalised arguments of the primitive hook, by the spec's names
+            (put in the spec's order here, so a caller cannot pass them in another).
         :param gpu: ``False`` refuses accelerated backends.
         :param backend: force one backend; its failure is raised, not swallowed.
         :param expected: what the operation's result check compares against (the shape, say).
         """
         snapshot = self._snapshot or self._state()
-        check = OPERATIONS[operation].check
+        table = OPERATIONS[operation]
+        args, check = table.positional(named), table.check
         if backend is not None:
             return self._forced(snapshot, operation, args, gpu, backend, check, expected)
         override = _override.get()  # the key built inline: this is the per-tile path

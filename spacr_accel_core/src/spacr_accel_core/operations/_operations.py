@@ -62,8 +62,23 @@ class Operation:
 
     @functools.cached_property
     def arguments(self) -> tuple[str, ...]:
-        """The hookspec's arguments in order: how the core passes them, by position (read once)."""
+        """The hookspec's arguments in order: how the core passes them, by position (read once; see
+        :meth:`positional`)."""
         return tuple(inspect.signature(getattr(_hookspecs, self.hook)).parameters)
+
+    def positional(self, named: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The arguments ``ops`` names, in the hookspec's order: the call is built by name, so what
+        ``ops`` passes cannot silently disagree with the order of the specification.
+
+        :raises TypeError: a name the specification lacks, or one of its arguments not given.
+        """
+        order = self.arguments
+        if len(named) == len(order):
+            try:
+                return tuple(named[name] for name in order)
+            except KeyError:
+                pass
+        raise TypeError(f"{self.hook} takes {', '.join(order)}; given {', '.join(named)}")
 
     def missing(self, argnames: tuple[str, ...]) -> tuple[str, ...]:
         """The required arguments a plugin's signature lacks (it cannot serve the operation)."""

@@ -1,0 +1,64 @@
+"""The call contract between ``ops`` and the hook specifications cannot drift.
+
+``ops`` names the arguments it passes and the operation table puts them in the specification's
+order; a name the specification lacks, or one it has that ``ops`` does not give, is a ``TypeError``
+at the first call, and this test makes every operation's first call. The specifications carry no
+pluggy call option: the core calls each plugin itself, never ``manager.hook.<name>()``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+import pytest
+
+from spacr_accel_core import ops
+from spacr_accel_core.contract import _hookspecs
+from spacr_accel_core.dispatch._registry import REGISTRY
+from spacr_accel_core.operations._operations import OPERATIONS
+
+CALLS = {
+    "maximum_filter": lambda: ops.maximum_filter(np.arange(30, dtype=np.float32).reshape(5, 6), 3),
+    "matmul": lambda: ops.matmul(np.ones((2, 3)), np.ones((3, 2))),
+    "nearest_neighbours": lambda: ops.nearest_neighbours(np.zeros((3, 2)), np.ones((4, 2))),
+    "local_maxima": lambda: ops.local_maxima(np.arange(30, dtype=np.float32).reshape(5, 6), 3),
+}
+
+
+def test_every_operation_is_called_here() -> None:
+    assert set(CALLS) == set(OPERATIONS), "add the new operation's call to CALLS"
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_ops_passes_exactly_the_specifications_arguments(operation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    real = REGISTRY.dispatch
+
+    def spy(name: str, named: dict[str, Any], **kwargs: Any) -> Any:
+        seen.append((name, tuple(named)))
+        return real(name, named, **kwargs)
+
+    monkeypatch.setattr(REGISTRY, "dispatch", spy)
+    CALLS[operation]()
+    spec = tuple(inspect.signature(getattr(_hookspecs, f"spacr_accel_{operation}")).parameters)
+    assert seen and all(name == operation and sorted(names) == sorted(spec) for name, names in seen), seen
+
+
+def test_a_misnamed_or_missing_argument_is_refused() -> None:
+    table = OPERATIONS["matmul"]
+    assert table.positional({"out": None, "second": 2, "first": 1}) == (1, 2, None)
+    with pytest.raises(TypeError, match="spacr_accel_matmul takes first, second, out"):
+        table.positional({"first": 1, "second": 2, "into": None})
+    with pytest.raises(TypeError):
+        table.positional({"first": 1, "second": 2})
+
+
+def test_no_specification_carries_a_pluggy_call_option() -> None:
+    options = {name: getattr(spec, "spacr_accel_spec") for name, spec in vars(_hookspecs).items()
+               if name.startswith("spacr_accel_") and hasattr(spec, "spacr_accel_spec")}
+    assert "spacr_accel_backend_info" in options  # the control
+    flagged = {name: opts for name, opts in options.items()
+               if opts.get("firstresult") or opts.get("historic") or opts.get("warn_on_impl")}
+    assert not flagged, flagged
