@@ -56,7 +56,7 @@ def test_a_misnamed_or_missing_argument_is_refused() -> None:
 
 
 def test_no_specification_carries_a_pluggy_call_option() -> None:
-    options = {name: getattr(spec, "spacr_accel_spec") for name, spec in vars(_hookspecs).items()
+    options = {name: spec.spacr_accel_spec for name, spec in vars(_hookspecs).items()
                if name.startswith("spacr_accel_") and hasattr(spec, "spacr_accel_spec")}
     assert "spacr_accel_backend_info" in options  # the control
     flagged = {name: opts for name, opts in options.items()

@@ -158,14 +158,16 @@ def test_no_import_is_placed_late(module: str) -> None:
     assert not _late(MODULES[module][0]), f"{module}: imports after code at {_late(MODULES[module][0])}"
 
 
-COMMAND_LINE = {"spacr_accel_core._cli", "spacr_accel_core.__main__"}
-"""The command's entry points stay at the top (the console script names ``spacr_accel_core._cli:main``);
-they belong to the command line's layer."""
+PLACED = {"spacr_accel_core._cli": "commands", "spacr_accel_core.__main__": "commands",
+          "spacr_accel_core.exact": "kit", "spacr_accel_core.tiling": "kit"}
+"""Top-level modules that belong to a folder's layer: the command's entry points (the console script
+names ``spacr_accel_core._cli:main``), and the kit's two public modules (documented paths,
+importing only the contract)."""
 
 
 def _folder(module: str) -> str:
-    if module in COMMAND_LINE:
-        return "commands"
+    if module in PLACED:
+        return PLACED[module]
     parts = module.split(".")
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and MODULES[module][1]) else ""
 

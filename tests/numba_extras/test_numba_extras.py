@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import BackendDeclined, reference
+from spacr_accel_core.kit import _knearest as floor_knearest
 from spacr_accel_numpy import _hamming as floor_hamming
-from spacr_accel_numpy import _knearest as floor_knearest
 from spacr_accel_numpy import _peaks as floor_peaks
 
 pytest.importorskip("numba")

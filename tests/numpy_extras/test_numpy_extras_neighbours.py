@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import reference
-from spacr_accel_numpy import _hamming, _knearest
+from spacr_accel_core.kit import _knearest
+from spacr_accel_numpy import _hamming
 
 
 def _same(got: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.ndarray]) -> None:

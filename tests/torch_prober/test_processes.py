@@ -57,7 +57,7 @@ import numpy as np
 import spacr_accel_core, spacr_accel_core.ops as ops
 from spacr_accel_core import accelerator
 import spacr_accel_numpy, spacr_accel_torch, spacr_accel_cupy
-from spacr_accel_torch import _plugin
+from spacr_accel_torch import _nodes, _plugin
 if "--as-if-a-device-node" in sys.argv:  # a machine whose GPU node makes the prober import torch
     _nodes._no_device_node = lambda: None
 found = accelerator.resolve()

@@ -327,7 +327,7 @@ def test_resolve_in_a_process_without_a_device_node_never_imports_torch() -> Non
     import subprocess
 
     code = ("import sys\n"
-            "from spacr_accel_torch import _plugin\n"
+            "from spacr_accel_torch import _nodes, _plugin\n"
             "if _nodes._no_device_node() is None: print('node'); raise SystemExit\n"
             "from spacr_accel_core import accelerator\n"
             "found = accelerator.resolve()\n"

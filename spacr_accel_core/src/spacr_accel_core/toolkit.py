@@ -11,6 +11,9 @@ third party's.
 - Exact arithmetic (from :mod:`spacr_accel_core.exact`): :func:`exact_squared`, :func:`distances`,
   :func:`pick_lowest`, :func:`pick_lowest_dense`, :func:`distinct_rows`, :func:`expansion_plan`,
   :func:`integer_matmul`, :data:`EXACT_IN_FLOAT32` (the distance every backend's verdict uses).
+- The exact k nearest (the floor's, shared): :func:`k_nearest`, :func:`exact_search` (a KD-tree
+  nominates, exact distances decide; needs SciPy), :func:`search_distinct`, :func:`padded_bound`,
+  :func:`finish`, :func:`first_k`.
 - The device: :class:`Accelerator`, :func:`resolve`, :func:`host_devices`, :data:`ENV_DEVICE`,
   :func:`device_request` and :func:`parse_device` (what ``SPACR_DEVICE`` asks for, read one way).
 - Reference implementations: :mod:`spacr_accel_core.reference` (the plain definitions of every
@@ -53,6 +56,7 @@ from .exact import (
     pick_lowest,
     pick_lowest_dense,
 )
+from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
 from .kit._precision import PrecisionWindow
 from .operations._checks import threshold_below
 from .tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
@@ -75,18 +79,24 @@ __all__ = [
     "device_request",
     "distances",
     "distinct_rows",
+    "exact_search",
     "exact_squared",
     "expansion_plan",
+    "finish",
+    "first_k",
     "first_line",
     "host_devices",
     "install_command",
     "integer_matmul",
+    "k_nearest",
+    "padded_bound",
     "parse_device",
     "pass_budget",
     "pick_lowest",
     "pick_lowest_dense",
     "resolve",
     "run_parts",
+    "search_distinct",
     "threshold_below",
     "tiled",
 ]

@@ -6,7 +6,7 @@ additions for ORB's 32 bytes, the source's words held in registers while a tile 
 the first-level cache, its words stored position by position so that the loop over the tile is
 vectorised, population counts included (:func:`._science_kernels.hamming_rows`). The counts are exact integers, kept
 in (count, index) order per source, so there is nothing to settle; the answer's float32 form is the
-NumPy floor's (:func:`~spacr_accel_numpy.neighbours.finish`), the same bit for bit.
+NumPy floor's (:func:`~spacr_accel_core.toolkit.finish`), the same bit for bit.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import math
 
 import numpy as np
 
-from spacr_accel_core.toolkit import cpu_threads, run_parts
-from spacr_accel_numpy.neighbours import finish
+from spacr_accel_core.toolkit import cpu_threads, finish, run_parts
 
 from ._knearest import kernels
 

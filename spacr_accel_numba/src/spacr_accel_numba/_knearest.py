@@ -8,7 +8,7 @@ shifted second field that has no partner costs almost nothing.
 
 WHY FAR SOURCES GO TO A TREE. A source many cells outside the targets' bounding box would walk
 ring after ring of cells that are all farther than its answer; the floor's KD-tree
-(:func:`~spacr_accel_numpy.neighbours.exact_search`) answers those few exactly, and a source
+(:func:`~spacr_accel_core.toolkit.exact_search`) answers those few exactly, and a source
 farther from the box than ``max_distance`` is answered at once, without any search.
 
 WHY THE SOURCES ARE BUCKETED FIRST. Visited in the order given, neighbouring sources of a random
@@ -16,8 +16,8 @@ list touch cells far apart; bucketed by the same grid (one counting sort), conse
 read the same cells from cache. The answers are scattered back to the caller's order.
 
 WHAT IT SHARES WITH THE FLOOR. Targets repeated so often that they crowd a cell are searched
-again through the floor's :func:`~spacr_accel_numpy.neighbours.search_distinct` (once per distinct
-point), and the answer's float32 form is the floor's :func:`~spacr_accel_numpy.neighbours.finish`:
+again through the floor's :func:`~spacr_accel_core.toolkit.search_distinct` (once per distinct
+point), and the answer's float32 form is the floor's :func:`~spacr_accel_core.toolkit.finish`:
 the same answer bit for bit, whichever ran. Targets crowded into few cells otherwise (tight
 clusters) are declined, as :mod:`._grid` declines them: a tree answers those faster.
 """
@@ -30,8 +30,7 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.toolkit import cpu_threads, run_parts
-from spacr_accel_numpy.neighbours import exact_search, finish, padded_bound, search_distinct
+from spacr_accel_core.toolkit import cpu_threads, exact_search, finish, padded_bound, run_parts, search_distinct
 
 from ._grid import DIMENSIONS
 
@@ -102,7 +101,7 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
 
     :param source: float32 ``(N, D)``, ``1 <= D <= 3``, finite.
     :param target: float32 ``(M, D)``, ``M >= 1``, finite.
-    :param bound: the padded search radius (:func:`~spacr_accel_numpy.neighbours.padded_bound`).
+    :param bound: the padded search radius (:func:`~spacr_accel_core.toolkit.padded_bound`).
     :returns: int64 indices and float64 exact squared distances, ``(N, min(k, M))``, ``-1``/``inf``
         where no target lies within ``bound``.
     :raises BackendDeclined: crowded targets, or too many sources far from every target.

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ._knearest import finish, first_k
+from spacr_accel_core.toolkit import finish, first_k
 
 _log = logging.getLogger(__name__)
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from spacr_accel_core import Declaration, hookimpl
-from spacr_accel_core.toolkit import EXACT_IN_FLOAT32, integer_matmul
+from spacr_accel_core.toolkit import EXACT_IN_FLOAT32, integer_matmul, k_nearest
 
 from ._filter import window_maximum
 from ._hamming import hamming_nearest
-from ._knearest import k_nearest
 from ._nearest import nearest
 from ._peaks import local_maxima, maximum_filter_stack
 

@@ -1,6 +1,12 @@
-"""Exact ``k`` nearest neighbours within an optional distance, lowest index among equals.
+"""Exact ``k`` nearest neighbours within an optional distance, lowest index among equals: the
+machinery the NumPy floor answers with and a compiled backend falls back on (numba's grid sends it
+the sources far outside the targets' box and the crowded few), public through
+:mod:`spacr_accel_core.toolkit` (:func:`k_nearest`, :func:`exact_search`, :func:`search_distinct`,
+:func:`padded_bound`, :func:`finish`, :func:`first_k`) so both answer bit for bit alike without one
+backend importing another. The KD-tree is SciPy's, imported on first use: a backend that calls
+:func:`exact_search` declares ``scipy`` (the core itself does not need it).
 
-WHY A KD-TREE NOMINATES AND ``exact_squared`` DECIDES. As for one neighbour (:mod:`._nearest`),
+WHY A KD-TREE NOMINATES AND ``exact_squared`` DECIDES. As for one neighbour (the floor's search),
 the tree's float64 distances are rounded differently from the contract's sum and its order among
 equals is its own; so it only nominates. Asked for ``k + 1`` neighbours, it shows for every source
 whether the ``k``-th place is contested: when the ``(k + 1)``-th is within rounding of the ``k``-th
@@ -25,7 +31,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from spacr_accel_core.toolkit import cpu_threads, distances, distinct_rows, exact_squared
+from ..exact import distances, distinct_rows, exact_squared
+from ..tiling import cpu_threads
 
 _log = logging.getLogger(__name__)
 
