@@ -57,7 +57,6 @@ from .devices._machine import (
 from .devices._memory import DeviceMemory, empty_cache, memory
 from .devices._probers import (
     CPU_WORDS,
-    ENV_DEVICE,
     DeviceRequest,
     _capability_rows,
     _hookimpls,
@@ -71,8 +70,8 @@ from .dispatch._bounded import bounded as _bounded
 from .dispatch._bounded import call_bounded
 from .dispatch._bounded import discovering as _discovering
 from .dispatch._bounded import discovery_note as _discovery_note
-from .dispatch._bounded import probe_timeout as _probe_timeout
-from .dispatch._settings import DEFAULT_PROBE_TIMEOUT, ENV_PROBE_TIMEOUT
+from .dispatch._settings import DEFAULT_PROBE_TIMEOUT, ENV_DEVICE, ENV_PROBE_TIMEOUT
+from .dispatch._settings import probe_timeout as _probe_timeout
 
 __all__ = [
     "CPU_WORDS",

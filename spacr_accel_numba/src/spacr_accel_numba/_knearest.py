@@ -32,7 +32,7 @@ import numpy as np
 from spacr_accel_core import BackendDeclined
 from spacr_accel_core.toolkit import cpu_threads, exact_search, finish, padded_bound, run_parts, search_distinct
 
-from ._grid import DIMENSIONS
+from ._grid import DIMENSIONS, grid_cells
 
 _log = logging.getLogger(__name__)
 
@@ -59,40 +59,30 @@ def kernels() -> ModuleType:
     return _science_kernels
 
 
-def _cells(target: np.ndarray,
-           per_cell: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(low, high, edge, inverse, cells)`` of a grid over ``target``'s bounding box ``[low, high]``,
-    ~``per_cell`` targets per cell."""
-    count, dims = target.shape
-    low = np.zeros(3)
-    high = np.zeros(3)
-    for axis in range(dims):  # column by column: NumPy's min(axis=0) of (N, 2) is ~20x slower
-        low[axis] = target[:, axis].min()
-        high[axis] = target[:, axis].max()
-    extent = high - low
-    live = [axis for axis in range(dims) if extent[axis] > 0]
-    cells = np.ones(3, dtype=np.int64)
-    wanted = max(1.0, count / per_cell)
-    if live:
-        side = float(np.prod(extent[live]) / wanted) ** (1.0 / len(live))
-        while True:  # a thin, long cloud must not make the grid far larger than the targets
-            for axis in live:
-                cells[axis] = max(1, min(int(np.ceil(extent[axis] / side)), count))
-            if int(np.prod(cells)) <= 4 * wanted:
-                break
-            side *= 1.25
-    edge = np.ones(3)
-    inverse = np.zeros(3)
-    for axis in live:
-        edge[axis] = extent[axis] / cells[axis]
-        inverse[axis] = cells[axis] / extent[axis]
-    return low, high, edge, inverse, cells
-
-
 def _per_cell(k: int) -> float:
     """Targets per cell: 2 for one neighbour (measured by :mod:`._grid`); about ``k`` for more, so a
     source's ``k`` nearest mostly lie in its own ring of cells."""
     return max(2.0, float(k))
+
+
+def _partition(s64: np.ndarray, low: np.ndarray, high: np.ndarray, edge: np.ndarray, inverse: np.ndarray,
+               limit: float) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(near, elsewhere)``: the sources the grid walks (``None``: all of them), and those within
+    the bound but far outside the targets' box, which the KD-tree answers (see :data:`_FAR_CELLS`).
+    A source beyond the bound from the box has no neighbour and is in neither (half of a shifted
+    field's sources, answered without a walk)."""
+    gap = np.zeros(s64.shape[0])  # each source's distance to the targets' box: no target is nearer
+    for axis in range(s64.shape[1]):
+        column = s64[:, axis]
+        step = np.maximum(np.maximum(low[axis] - column, column - high[axis]), 0.0)
+        gap += step * step
+    live = inverse[:s64.shape[1]] > 0  # axes the targets spread along (a point has none: one cell)
+    far_out = (_FAR_CELLS * float(edge[:s64.shape[1]][live].max())) ** 2 if live.any() else np.inf
+    walked = gap <= far_out
+    if np.isfinite(limit):
+        walked &= gap <= limit * (1.0 + 1e-9)
+    elsewhere = np.flatnonzero(~walked & (gap <= limit * (1.0 + 1e-9)))
+    return (None if walked.all() else np.flatnonzero(walked)), elsewhere
 
 
 def grid_search(source: np.ndarray, target: np.ndarray, k: int,
@@ -113,23 +103,9 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
     t64 = np.ascontiguousarray(target, dtype=np.float64)
     n, m = s64.shape[0], t64.shape[0]
     have = min(k, m)
-    low, high, edge, inverse, cells = _cells(t64, _per_cell(have))
+    low, high, edge, inverse, cells = grid_cells(t64, _per_cell(have))
     limit = bound * bound if np.isfinite(bound) else np.inf
-    # Each source's distance to the targets' bounding box (no target is nearer).
-    gap = np.zeros(n)
-    for axis in range(s64.shape[1]):
-        column = s64[:, axis]
-        step = np.maximum(np.maximum(low[axis] - column, column - high[axis]), 0.0)
-        gap += step * step
-    # Beyond the bound: no neighbour, answered here without a walk (half of a shifted field's
-    # sources). Within it but far outside the box: the KD-tree's (see _FAR_CELLS).
-    live = inverse[:s64.shape[1]] > 0  # axes the targets spread along (a point has none: one cell)
-    far_out = (_FAR_CELLS * float(edge[:s64.shape[1]][live].max())) ** 2 if live.any() else np.inf
-    walked = gap <= far_out
-    if np.isfinite(limit):
-        walked &= gap <= limit * (1.0 + 1e-9)
-    elsewhere = np.flatnonzero(~walked & (gap <= limit * (1.0 + 1e-9)))
-    near = None if walked.all() else np.flatnonzero(walked)
+    near, elsewhere = _partition(s64, low, high, edge, inverse, limit)
     if near is not None:
         s64 = s64[near]
     count = s64.shape[0]

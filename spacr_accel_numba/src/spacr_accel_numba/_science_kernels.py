@@ -23,7 +23,8 @@ import numba.core.cgutils
 import numba.extending
 import numpy as np
 
-from ._kernels import _across, _largest, _slab_gap, _slot, _squared
+from ._filter_kernels import _across, _largest
+from ._kernels import _slab_gap, _slot, _squared
 
 _SHRINK = 1.0 - 1e-9  # relative slack on a squared bound before it may rule a cell out (as _kernels)
 

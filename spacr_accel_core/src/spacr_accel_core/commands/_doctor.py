@@ -98,7 +98,8 @@ def _bounded_section(defaults: Report, gather: Callable[[], Report]) -> Report:
     :param gather: returns the section's values; may raise anything, or never return.
     :returns: as for :func:`_section`; a time-out is a ``TimeoutError`` naming the bound.
     """
-    from ..dispatch._bounded import discovering, discovery_note, probe_timeout
+    from ..dispatch._bounded import discovering, discovery_note
+    from ..dispatch._settings import probe_timeout
 
     def bounded() -> Report:
         outcome = discovering(gather, probe_timeout(), "doctor")

@@ -18,7 +18,7 @@ from ..contract._errors import describe as _describe
 from ..contract._records import Accelerator, HostDevice
 from ..dispatch._bounded import STUCK as _STUCK
 from ..dispatch._bounded import bounded as _bounded
-from ..dispatch._bounded import probe_timeout as _probe_timeout
+from ..dispatch._settings import probe_timeout as _probe_timeout
 from ._probers import _WARNED, _cpu, _engine_names, _hookimpls, _NoPlugins, _pending, _stale, _walk, _warn_once
 
 logger = logging.getLogger("spacr_accel_core.accelerator")  # the name users filter on: this is the accelerator's body

@@ -12,7 +12,7 @@ from typing import Any
 from ..contract._errors import describe as _describe
 from ..contract._records import Accelerator
 from ..dispatch._bounded import bounded as _bounded
-from ..dispatch._bounded import probe_timeout as _probe_timeout
+from ..dispatch._settings import probe_timeout as _probe_timeout
 from . import _machine
 from ._probers import _hookimpls, _NoPlugins, _warn_once
 

@@ -22,9 +22,9 @@ from ..contract._records import KINDS, Accelerator
 from ..dispatch._bounded import Outcome as _Outcome
 from ..dispatch._bounded import bounded as _bounded
 from ..dispatch._bounded import discovering, discovery_note
-from ..dispatch._bounded import probe_timeout as _probe_timeout
 from ..dispatch._registry import REGISTRY
 from ..dispatch._settings import ENV_DEVICE, ENV_PROBE_TIMEOUT, device_text
+from ..dispatch._settings import probe_timeout as _probe_timeout
 
 logger = logging.getLogger(__name__)
 

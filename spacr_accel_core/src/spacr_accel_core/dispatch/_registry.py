@@ -34,10 +34,10 @@ from ..contract._markers import PROJECT_NAME
 from ..contract._records import Dispatch, PluginStatus
 from ..operations._operations import OPERATIONS
 from . import _settings as config
-from ._bounded import Outcome, probe_timeout, start
+from ._bounded import Outcome, start
 from ._discovery import IN_PROCESS, Plugin, by_name, entry_point_plugins, judge, load
 from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key
-from ._settings import ENV_DISABLE, Config, cpu_requested, use
+from ._settings import ENV_DISABLE, Config, cpu_requested, probe_timeout, use
 from ._settings import known as _known
 
 logger = logging.getLogger(__name__)

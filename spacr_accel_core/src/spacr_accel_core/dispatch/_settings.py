@@ -266,9 +266,6 @@ def device_text() -> str:
     return read(ENV_DEVICE)
 
 
-_warned_values: set[str] = set()
-
-
 def probe_timeout() -> float | None:
     """The bound from :data:`ENV_PROBE_TIMEOUT`, in seconds; ``None`` means wait forever.
 
