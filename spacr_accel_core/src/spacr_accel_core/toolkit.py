@@ -2,7 +2,8 @@
 third party's.
 
 - Errors: :func:`describe` and :func:`first_line` turn a driver's paragraph into the one line
-  that names the cause (for a decline's reason and the doctor); the contract's exceptions.
+  that names the cause (for a decline's reason and the doctor); the contract's exceptions;
+  :func:`call_translated`, a primitive's call with the library's errors in the contract's words.
 - Precision: :class:`PrecisionWindow`, the reference-counted window in which a library's matrix
   products are IEEE float32 whatever a training script in the same process asked for (TF32).
 - Tiling: :func:`pass_budget`, :func:`tiled`, :func:`run_parts`, :func:`cpu_threads`,
@@ -58,6 +59,7 @@ from .exact import (
 )
 from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
 from .kit._precision import PrecisionWindow
+from .kit._translate import call_translated
 from .operations._checks import threshold_below
 from .tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
 
@@ -73,6 +75,7 @@ __all__ = [
     "ExpansionPlan",
     "PrecisionWindow",
     "call_bounded",
+    "call_translated",
     "canonical_vendor",
     "cpu_threads",
     "describe",

@@ -22,7 +22,7 @@ from spacr_accel_core import (
     cpu_requested,
     hookimpl,
 )
-from spacr_accel_core.toolkit import ENV_DEVICE, call_bounded, device_request, install_command
+from spacr_accel_core.toolkit import ENV_DEVICE, call_bounded, call_translated, device_request, install_command
 
 from . import _driver
 from ._kit import Kit, cupy_kit, translate
@@ -101,14 +101,15 @@ def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
     if cpu_requested():
         raise BackendDeclined("cupy runs on a CUDA card only, and the call forced it with gpu=False")
     kit: Kit = cupy_kit()
-    try:
-        with _selected_device():
-            return work(kit, *args)
-    except Exception as exc:
-        translated = translate(exc, what)
-        if translated is exc:
-            raise
-        raise translated from exc
+    answer: _T = call_translated(translate, what, _on_the_card, work, kit, *args)
+    return answer
+
+
+def _on_the_card(work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` with the card ``SPACR_DEVICE`` names selected (a failure to select it is
+    translated like the primitive's own)."""
+    with _selected_device():
+        return work(*args)
 
 
 @hookimpl

@@ -14,7 +14,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from spacr_accel_core import BackendInfo, Declaration, Setting, cpu_requested, hookimpl
-from spacr_accel_core.toolkit import ENV_DEVICE, Accelerator, call_bounded, device_request, install_command
+from spacr_accel_core.toolkit import (
+    ENV_DEVICE,
+    Accelerator,
+    call_bounded,
+    call_translated,
+    device_request,
+    install_command,
+)
 
 from . import _nodes, _probe
 from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's hookimpls)
@@ -81,13 +88,7 @@ def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
     from ._runtime import cpu_target, target, translate
 
     device = cpu_target() if cpu_requested() else target()
-    try:
-        return work(*args, device)
-    except Exception as exc:
-        translated = translate(exc, what)
-        if translated is exc:
-            raise
-        raise translated from exc
+    return call_translated(translate, what, work, *args, device)
 
 
 @hookimpl
