@@ -124,6 +124,8 @@ def far_part(repeat: int) -> None:
 
 
 FORKING = """
+# Forked children at the given moments of the warm-up; each says how it answered (also the script of
+# tests/numba_backend/test_numba_fork.py, which asserts what this benchmark prints).
 import os, sys, time
 import numpy as np
 from spacr_accel_core import ops
@@ -152,7 +154,7 @@ def child():
     say(f"answered {exact} {time.perf_counter() - start:.3f}")
     ready = spacr_accel_numba.warm()  # no timeout: it must return in a child too
     by_numba = ready and all(flat(call("numba")) == want for call, want in zip(calls, expected))
-    say(f"warmed {ready} {by_numba} {time.perf_counter() - start:.2f}")
+    say(f"warmed {ready} {by_numba} {spacr_accel_numba.failure()} {time.perf_counter() - start:.2f}")
     os._exit(0)
 start = time.perf_counter()
 ops.nearest_neighbours(plane[:10], plane)  # the first call: the warm-up starts
@@ -170,7 +172,14 @@ while children and time.perf_counter() < deadline:
 for pid in children:  # hung: killed, and reported by the lines they never printed
     os.kill(pid, 9)
     os.waitpid(pid, 0)
+say(f"parent {spacr_accel_numba.warm(timeout=LIMIT)}")
 """
+
+
+def forking_script(limit: float) -> str:
+    """The script of :data:`FORKING`, children killed (and the parent's warm-up given up) after ``limit`` s;
+    run as ``python -c SCRIPT DELAY ...``."""
+    return textwrap.dedent(FORKING).replace("LIMIT", repr(limit))
 
 
 def fork_part(forks: int, per_parent: int, span: float, limit: float) -> None:
@@ -180,7 +189,7 @@ def fork_part(forks: int, per_parent: int, span: float, limit: float) -> None:
     answered: list[float] = []
     warmed: list[float] = []
     inexact = lost = 0
-    script = textwrap.dedent(FORKING).replace("LIMIT", repr(limit))
+    script = forking_script(limit)
     for first in range(0, forks, per_parent):
         delays = sorted(rng.uniform(0, span, min(per_parent, forks - first)))
         done = subprocess.run([sys.executable, "-c", script, *map(str, delays)], capture_output=True, text=True,
@@ -191,7 +200,7 @@ def fork_part(forks: int, per_parent: int, span: float, limit: float) -> None:
                 answered.append(float(fields[1]))
             elif kind == "warmed":
                 lost += fields[:2] != ["True", "True"]
-                warmed.append(float(fields[2]))
+                warmed.append(float(fields[3]))
     within = sum(1 for seconds in answered if seconds <= 2.0)
     print(f"forks at random moments of the warm-up: {within} of {forks} children answered within 2 s "
           f"(slowest {max(answered, default=float('nan')):.3f} s, {inexact} inexactly, {forks - len(answered)} "

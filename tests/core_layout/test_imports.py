@@ -208,3 +208,21 @@ def test_no_core_module_names_a_backend() -> None:
     named = [f"{module} -> {target}" for module in MODULES if module.startswith("spacr_accel_core")
              for target in imports(module) if target.split(".")[0] in backends]
     assert not named, named
+
+
+def _strings(path: pathlib.Path) -> Iterator[str]:
+    """Every string constant of a module that is not a docstring."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.value
+
+
+def test_no_core_module_holds_a_backends_module_path() -> None:
+    backends = [name for name in SHIPPED if name != "spacr_accel_core"]
+    held = [f"{module}: {text!r}" for module, (path, _) in MODULES.items() if module.startswith("spacr_accel_core")
+            for text in _strings(path) if any(name in text for name in backends)]
+    assert not held, held

@@ -6,7 +6,9 @@ lock held by a thread it does not have would hang, and the parent kills it and r
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -15,53 +17,17 @@ import numpy as np
 
 _ONLY_CPU = {**os.environ, "SPACR_ACCEL_DISABLE": "torch,cupy,opencv,openvino"}
 
-_FORKS = """
-import os, sys, time
-import numpy as np
-from spacr_accel_core import ops
-import spacr_accel_numba
-rng = np.random.default_rng(0)
-plane = rng.uniform(0, 100, (3000, 2))
-wide = rng.standard_normal((400, 16)).astype(np.float32)
-field = rng.standard_normal((96, 96)).astype(np.float32)
-calls = [lambda b: ops.nearest_neighbours(plane[:500], plane, backend=b),
-         lambda b: ops.nearest_neighbours(plane[:40] + 500.0, plane, backend=b),  # far: the brute force
-         lambda b: ops.nearest_neighbours(plane[:500, :1].copy(), plane[:, :1].copy(), backend=b),
-         lambda b: ops.nearest_neighbours(wide[:50], wide, backend=b),
-         lambda b: ops.maximum_filter(field, 7, backend=b),
-         lambda b: ops.maximum_filter((field * 40).astype(np.uint8), 5, backend=b),
-         lambda b: ops.maximum_filter((field * 900).astype(np.uint16), 5, backend=b)]
-def flat(answer):
-    return b"".join(a.tobytes() for a in answer) if isinstance(answer, tuple) else answer.tobytes()
-expected = [flat(call("numpy")) for call in calls]
-def say(line):  # one write: the children's lines never interleave
-    os.write(1, (line + "\\n").encode())
-def child():
-    start = time.perf_counter()
-    exact = all(flat(call(None)) == want for call, want in zip(calls, expected))
-    say(f"answered {exact} {time.perf_counter() - start:.3f}")
-    ready = spacr_accel_numba.warm()  # no timeout: it must return in a child too
-    by_numba = ready and all(flat(call("numba")) == want for call, want in zip(calls, expected))
-    say(f"warmed {ready} {by_numba} {spacr_accel_numba.failure()}")
-    os._exit(0)
-start = time.perf_counter()
-ops.nearest_neighbours(plane[:10], plane)  # the first call: the warm-up starts
-children = []
-for delay in map(float, sys.argv[1:]):
-    time.sleep(max(0.0, delay - (time.perf_counter() - start)))
-    pid = os.fork()
-    if pid == 0:
-        child()
-    children.append(pid)
-deadline = time.perf_counter() + 90
-while children and time.perf_counter() < deadline:
-    children = [pid for pid in children if os.waitpid(pid, os.WNOHANG)[0] == 0]
-    time.sleep(0.05)
-for pid in children:  # hung: killed, and missing from the lines above
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-say(f"parent {spacr_accel_numba.warm(timeout=120)}")
-"""
+
+def _forking_script() -> str:
+    """The benchmark's forking script (``benchmarks/bench_numba_edges.py``): one script, timed there
+    and judged here."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_numba_edges.py"
+    spec = importlib.util.spec_from_file_location("bench_numba_edges", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    script: str = module.forking_script(90.0)
+    return script
 
 
 def _run(code: str, *args: str, timeout: float = 240) -> list[str]:
@@ -77,8 +43,9 @@ def test_twenty_children_forked_at_any_moment_of_the_warm_up_answer_exactly_at_o
     moments = np.linspace(0.0, 2.4, 20) + rng.uniform(0.0, 0.12, 20)
     answered: list[str] = []
     warmed: list[str] = []
+    script = _forking_script()
     for parent in range(4):
-        lines = _run(_FORKS, *(f"{moment:.3f}" for moment in moments[parent::4]))
+        lines = _run(script, *(f"{moment:.3f}" for moment in moments[parent::4]))
         answered += [line for line in lines if line.startswith("answered ")]
         warmed += [line for line in lines if line.startswith("warmed ")]
         assert lines[-1] == "parent True", lines
@@ -86,7 +53,7 @@ def test_twenty_children_forked_at_any_moment_of_the_warm_up_answer_exactly_at_o
     for line in answered:
         _, exact, seconds = line.split()
         assert exact == "True" and float(seconds) <= 2.0, line
-    assert warmed == ["warmed True True None"] * 20, warmed
+    assert [line.split()[:4] for line in warmed] == [["warmed", "True", "True", "None"]] * 20, warmed
 
 
 def test_a_child_gets_back_the_numba_locks_a_lost_thread_held() -> None:

@@ -42,8 +42,12 @@ from ..contract._records import PluginStatus
 SCHEMA_VERSION = 1
 """Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
 
-REFERENCE = "numpy"
-"""The backend every other one is checked against; always benchmarked, first."""
+def reference() -> str | None:
+    """The backend every other one is checked against, always benchmarked first: the floor (the
+    loaded backend declaring ``try_last``, the NumPy one this project ships); ``None`` without one."""
+    from ..dispatch._registry import REGISTRY
+
+    return REGISTRY.floor()
 
 MATMUL_RTOL = 1e-5
 """Allowed ``||got - numpy|| / ||numpy||`` for matmul: float32 rounding, not a different answer."""
@@ -83,12 +87,12 @@ class Case:
 def _compare_field(reference: Any, result: Any) -> tuple[bool, str]:
     """Bit-identical, NaN where NumPy has NaN: the maximum filter is exact on every backend.
 
-    :param reference: NumPy's filtered field.
+    :param reference: the floor's filtered field.
     :param result: the backend's.
     """
     if result.shape != reference.shape or result.dtype != reference.dtype:
         return False, (f"got {result.dtype}{list(result.shape)}, "
-                       f"numpy gave {reference.dtype}{list(reference.shape)}")
+                       f"the floor gave {reference.dtype}{list(reference.shape)}")
     same = (result == reference) | (np.isnan(result) & np.isnan(reference))
     wrong = int(same.size - np.count_nonzero(same))
     return wrong == 0, "bit-identical" if wrong == 0 else f"{wrong} of {same.size} pixels differ"
@@ -100,11 +104,11 @@ def _compare_product(reference: Any, result: Any) -> tuple[bool, str]:
     A relative norm rather than an element-wise tolerance, because a row of near-zero products
     legitimately differs in its last bits between BLAS implementations.
 
-    :param reference: NumPy's product.
+    :param reference: the floor's product.
     :param result: the backend's.
     """
     if result.shape != reference.shape:
-        return False, f"got shape {list(result.shape)}, numpy gave {list(reference.shape)}"
+        return False, f"got shape {list(result.shape)}, the floor gave {list(reference.shape)}"
     ref = reference.astype(np.float64)
     scale = float(np.linalg.norm(ref))
     error = float(np.linalg.norm(result.astype(np.float64) - ref))
@@ -116,13 +120,13 @@ def _compare_product(reference: Any, result: Any) -> tuple[bool, str]:
 def _compare_nearest(reference: Any, result: Any) -> tuple[bool, str]:
     """Same indices and same distances: the search is exact, ties to the lowest index.
 
-    :param reference: NumPy's ``(indices, distances)``.
+    :param reference: the floor's ``(indices, distances)``.
     :param result: the backend's.
     """
     ref_index, ref_distance = reference
     index, distance = result
     if index.shape != ref_index.shape or distance.shape != ref_distance.shape:
-        return False, f"got {len(index)} answers, numpy gave {len(ref_index)}"
+        return False, f"got {len(index)} answers, the floor gave {len(ref_index)}"
     wrong_index = int(np.count_nonzero(index != ref_index))
     wrong_distance = int(np.count_nonzero(distance != ref_distance))
     if wrong_index == 0 and wrong_distance == 0:
@@ -134,7 +138,7 @@ def _compare_peaks(reference: Any, result: Any) -> tuple[bool, str]:
     """The same peak coordinates, in the same (row-major) order."""
     if np.array_equal(reference, result):
         return True, "identical"
-    return False, f"got {len(result)} peaks, numpy gave {len(reference)}"
+    return False, f"got {len(result)} peaks, the floor gave {len(reference)}"
 
 
 def cases(quick: bool, seed: int = 0) -> list[Case]:
@@ -184,14 +188,15 @@ def candidates(requested: Sequence[str] | None) -> list[str]:
     loaded and implements no operation (a device prober) is no backend, and is left out.
 
     :param requested: names from ``--backend``, or ``None`` for every installed plugin.
-    :returns: distinct names, :data:`REFERENCE` first.
+    :returns: distinct names, the :func:`reference` first.
     """
+    first = [name for name in [reference()] if name is not None]
     if requested:
-        return list(dict.fromkeys([REFERENCE, *requested]))
+        return list(dict.fromkeys([*first, *requested]))
     from .. import plugins
     from ..ops import accelerated_backends
 
-    names = [REFERENCE, *accelerated_backends(gpu=True)]
+    names = [*first, *accelerated_backends(gpu=True)]
     names += [row.name for row in plugins() if row.status != "duplicate" and not _prober_only(row)]
     return list(dict.fromkeys(names))
 
@@ -324,7 +329,7 @@ def _one_case(case: Case, names: Sequence[str], repeats: int, budget: float, bar
     """Warm up and check every backend on one case, then time them side by side.
 
     :param case: the operation and its input.
-    :param names: backends to try, :data:`REFERENCE` first.
+    :param names: backends to try, the :func:`reference` first.
     :param repeats: timed rounds after the warm-up.
     :param budget: timed seconds after which a backend stops repeating (its best so far stands).
     :param bar: the progress line.
@@ -356,22 +361,23 @@ def _one_case(case: Case, names: Sequence[str], repeats: int, budget: float, bar
             rows[name].update(warmup_s=seconds, device=devices.of(name))
         else:  # skipped, faulty or broken: it has no repeats to count
             bar.drop(repeats)
-    reference = answers.get(REFERENCE)
+    floor = reference()
+    expected = None if floor is None else answers.get(floor)
     for name, answer in answers.items():
-        if reference is None:
-            rows[name]["detail"] = "no NumPy reference to check against"
+        if expected is None:
+            rows[name]["detail"] = "no reference (the floor's answer) to check against"
         else:
-            rows[name]["agrees"], rows[name]["detail"] = case.compare(reference, answer)
-    if reference is not None:
+            rows[name]["agrees"], rows[name]["detail"] = case.compare(expected, answer)
+    if floor is not None and expected is not None:
         for label, args in case.checks:
-            _check(case, function, label, args, rows, [name for name in answers if name != REFERENCE])
+            _check(case, function, label, args, rows, floor, [name for name in answers if name != floor])
     _repeat(case, function, rows, repeats, budget, bar)
-    _speedups(rows)
+    _speedups(rows, floor)
     return {"operation": case.operation, "input": case.label, "results": list(rows.values())}
 
 
 def _check(case: Case, function: Callable[..., Any], label: str, args: tuple[Any, ...], rows: dict[str, Report],
-           names: Sequence[str]) -> None:
+           floor: str, names: Sequence[str]) -> None:
     """One untimed input of :attr:`Case.checks`, each backend against NumPy; the outcome joins its
     ``detail``. Declining it is the contract's right (dispatch passes it on), so it is reported but
     is no problem; a different answer or a broken contract is.
@@ -381,17 +387,18 @@ def _check(case: Case, function: Callable[..., Any], label: str, args: tuple[Any
     :param label: the input in words.
     :param args: its positional arguments.
     :param rows: backend name -> result row, updated in place.
-    :param names: the backends that answered the timed input (NumPy excluded).
+    :param floor: the :func:`reference` backend.
+    :param names: the backends that answered the timed input (the floor excluded).
     """
-    status, reason, reference, _ = _attempt(partial(function, *args, backend=REFERENCE))
+    status, reason, expected, _ = _attempt(partial(function, *args, backend=floor))
     if status != "ok":
-        rows[REFERENCE]["detail"] += f"; {label}: not checked, numpy: {reason}"
+        rows[floor]["detail"] += f"; {label}: not checked, {floor}: {reason}"
         return
     for name in names:
         row = rows[name]
         status, reason, answer, _ = _attempt(partial(function, *args, backend=name))
         if status == "ok":
-            agrees, how = case.compare(reference, answer)
+            agrees, how = case.compare(expected, answer)
             row["agrees"] = bool(row["agrees"]) and agrees
             row["detail"] += f"; {label}: {how}"
         elif status == "skipped":
@@ -435,14 +442,15 @@ def _repeat(case: Case, function: Callable[..., Any], rows: dict[str, Report], r
                 bar.drop(repeats - round_ - 1)
 
 
-def _speedups(rows: dict[str, Report]) -> None:
+def _speedups(rows: dict[str, Report], floor: str | None) -> None:
     """Fill in each row's best time and its speed-up over the reference, where both exist.
 
     :param rows: backend name -> result row, updated in place.
+    :param floor: the :func:`reference` backend, or ``None``.
     """
     for row in rows.values():
         row["best_s"] = min(row["times_s"], default=None)
-    base = rows[REFERENCE]["best_s"] if REFERENCE in rows else None
+    base = rows[floor]["best_s"] if floor in rows else None
     for row in rows.values():
         if base and row["best_s"]:
             row["speedup"] = base / row["best_s"]
@@ -460,7 +468,7 @@ def run(
     :param quick: small inputs (seconds, not a minute).
     :param repeat: timed runs per backend after the warm-up; the best is reported. Defaults to
         3 with ``quick`` and 5 without.
-    :param backends: only these (plus NumPy, the reference); ``None`` for all.
+    :param backends: only these (plus the floor, the reference); ``None`` for all.
     :param progress: a stream for the ``\\r`` progress line, or ``None`` for none.
     :returns: the JSON-able report documented in ``docs/cli.md``.
     """

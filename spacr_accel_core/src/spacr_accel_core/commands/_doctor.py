@@ -177,9 +177,11 @@ def _plugins() -> Report:
 
 def _backends() -> Report:
     """What automatic dispatch would walk, with and without accelerated backends."""
+    from ..dispatch._registry import REGISTRY
     from ..ops import accelerated_backends
 
-    return {"gpu": list(accelerated_backends(gpu=True)), "cpu": list(accelerated_backends(gpu=False))}
+    return {"gpu": list(accelerated_backends(gpu=True)), "cpu": list(accelerated_backends(gpu=False)),
+            "floor": REGISTRY.floor()}
 
 
 def _device() -> tuple[Report, Any]:
@@ -502,8 +504,9 @@ def _render_dispatch(report: Report) -> list[str]:
     backends = report["backends"]
     out = ["", "Dispatch order", *_error_lines(backends)]
     out += table([], [["gpu=True", _cell(backends["gpu"])], ["gpu=False", _cell(backends["cpu"])]])
-    if any(row["name"] == "numpy" for row in report["blocked"]):
-        out.append("  the NumPy floor is blocked (SPACR_ACCEL_DISABLE): a call no other backend serves fails")
+    if report["blocked"] and backends.get("floor", "") is None:
+        out.append("  no floor is loaded and SPACR_ACCEL_DISABLE blocks a plugin: a call no other backend "
+                   "serves fails")
     return out
 
 

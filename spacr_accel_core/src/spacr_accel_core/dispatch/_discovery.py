@@ -6,11 +6,13 @@ a second and 200 MiB on a CPU-only laptop only to learn there is no GPU). So a p
 it is in one record, ``SPACR_ACCEL_PLUGIN = Declaration(...)``, read and validated here without a
 call, and its ``spacr_accel_backend_info`` is asked later, lazily, by the registry.
 
-THE SHIPPED BACKENDS ARE FOUND AS THEMSELVES. An entry point is a name anybody can declare: a
-distribution earlier on ``sys.path`` that declares ``numpy`` must not replace the floor. So a
-shipped name is taken from its own distribution whatever the metadata order, and any other
-distribution declaring it is reported as a conflict; for every other name the first on ``sys.path``
-wins, the rule Python itself applies to two modules of one name, and the other is reported.
+A NAME BELONGS TO THE DISTRIBUTION NAMED AFTER IT. An entry point is a name anybody can declare:
+a distribution earlier on ``sys.path`` that declares ``numpy`` must not replace the floor. So the
+entry point ``<name>`` of the distribution ``spacr-accel-<name>`` (this project's backends, and a
+third party's that follows the same naming) is taken whatever the metadata order, and any other
+distribution declaring the name is reported as a conflict; for a name no such distribution
+declares, the first on ``sys.path`` wins, the rule Python itself applies to two modules of one
+name, and the other is reported. The core holds no backend's name or module path.
 """
 
 from __future__ import annotations
@@ -34,13 +36,8 @@ if TYPE_CHECKING:  # importlib.metadata costs ~10 ms: imported by discovery, not
 
 logger = logging.getLogger(__name__)
 
-SHIPPED: Final = {
-    "numpy": ("spacr-accel-numpy", "spacr_accel_numpy._plugin"),
-    "numba": ("spacr-accel-numba", "spacr_accel_numba._plugin"),
-    "torch": ("spacr-accel-torch", "spacr_accel_torch._plugin"),
-    "cupy": ("spacr-accel-cupy", "spacr_accel_cupy._plugin"),
-}
-"""The backends this project ships: entry point name -> (distribution, plugin module)."""
+OWNER_PREFIX: Final = "spacr-accel-"
+"""The distribution ``spacr-accel-<name>`` owns the entry point ``<name>``."""
 
 IN_PROCESS: Final = "(in-process)"
 
@@ -129,10 +126,9 @@ def _canonical(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _is_shipped(ep: importlib.metadata.EntryPoint) -> bool:
-    """Whether ``ep`` is one of this project's own backends, declared by its own distribution."""
-    shipped = SHIPPED.get(ep.name)
-    return shipped is not None and _canonical(_origin(ep)[0]) == shipped[0] and ep.value == shipped[1]
+def _is_owned(ep: importlib.metadata.EntryPoint) -> bool:
+    """Whether ``ep`` is declared by the distribution named after it (``numpy`` by ``spacr-accel-numpy``)."""
+    return _canonical(_origin(ep)[0]) == OWNER_PREFIX + _canonical(ep.name)
 
 
 def entry_point_plugins(disabled: tuple[str, ...]) -> Iterator[Plugin]:
@@ -148,8 +144,8 @@ def entry_point_plugins(disabled: tuple[str, ...]) -> Iterator[Plugin]:
     for ep in found:
         claims.setdefault(ep.name, []).append(ep)
     for name in sorted(claims):
-        # sorted() is stable: after the shipped distribution, sys.path order decides.
-        ranked = sorted(claims[name], key=lambda ep: not _is_shipped(ep))
+        # sorted() is stable: after the owning distribution, sys.path order decides.
+        ranked = sorted(claims[name], key=lambda ep: not _is_owned(ep))
         winner = ranked[0]
         dist_name, version = _origin(winner)
         seen = {(winner.value, _canonical(dist_name))}

@@ -9,9 +9,10 @@ asking them anything. "The floor" is whatever declares ``try_last``; the core kn
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..contract._install import install_command
+from ..contract._records import PluginStatus
 from ._discovery import Plugin
 from ._settings import ENV_BACKENDS, ENV_DISABLE, ENV_ONLY
 
@@ -64,11 +65,34 @@ def fix_hint(plugins: Mapping[str, Plugin], floor: str | None, only: bool = Fals
     if only:
         return (f"Fix: only the named backends may run ({ENV_ONLY} or config.override(only=True)); "
                 "name another, or drop only, to let the next backend answer.")
-    numpy = plugins.get("numpy")
-    if numpy is not None and numpy.status == "blocked":
-        return (f"Fix: remove numpy from {ENV_DISABLE}; the NumPy backend is the floor that always "
-                "runs. See `spacr-accel doctor`.")
     if floor is None:
-        return (f"Fix: `{install_command()}` installs the NumPy backend, which always runs; "
+        blocked = sorted(name for name, plugin in plugins.items() if plugin.status == "blocked")
+        if blocked:
+            return (f"Fix: no floor (the backend declaring try_last, which always runs) is loaded and "
+                    f"{ENV_DISABLE} blocks {', '.join(blocked)}: remove the floor from it. "
+                    "See `spacr-accel doctor`.")
+        return (f"Fix: `{install_command()}` installs the floor (the backend that always runs); "
                 "see `spacr-accel doctor`.")
     return f"Fix: check {ENV_BACKENDS} / {ENV_DISABLE} and `spacr-accel doctor`."
+
+
+def status_rows(plugins: Iterable[Plugin], faults: Mapping[tuple[str, str], str]) -> tuple[PluginStatus, ...]:
+    """One :class:`~spacr_accel_core.PluginStatus` per plugin, in the order given (what the doctor prints).
+
+    :param faults: ``(plugin, operation) -> what was wrong`` for every quarantine so far.
+    """
+    rows = []
+    for plugin in plugins:
+        declared = plugin.declaration
+        rows.append(PluginStatus(
+            name=plugin.name,
+            priority=declared.priority if declared is not None else 0.0,
+            accelerated=declared.accelerated if declared is not None else False,
+            distribution=plugin.distribution,
+            version=plugin.version,
+            status=plugin.status,
+            reason=plugin.reason,
+            operations=plugin.operations,
+            faults=tuple((op, what) for (name, op), what in sorted(faults.items()) if name == plugin.name),
+        ))
+    return tuple(rows)

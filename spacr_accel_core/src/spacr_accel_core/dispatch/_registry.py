@@ -36,7 +36,7 @@ from ..operations._operations import OPERATIONS
 from . import _settings as config
 from ._bounded import Outcome, start
 from ._discovery import IN_PROCESS, Plugin, by_name, entry_point_plugins, judge, load
-from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key
+from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key, status_rows
 from ._settings import ENV_DISABLE, Config, cpu_requested, probe_timeout, use
 from ._settings import known as _known
 
@@ -274,22 +274,7 @@ class Registry:
         self._ask_all(snapshot, list(snapshot.plugins))
         with self._lock:
             faults_seen = dict(self._faults)
-        rows = []
-        for plugin in [*sorted(snapshot.plugins.values(), key=priority_key), *snapshot.duplicates]:
-            declared = plugin.declaration
-            rows.append(PluginStatus(
-                name=plugin.name,
-                priority=declared.priority if declared is not None else 0.0,
-                accelerated=declared.accelerated if declared is not None else False,
-                distribution=plugin.distribution,
-                version=plugin.version,
-                status=plugin.status,
-                reason=plugin.reason,
-                operations=plugin.operations,
-                faults=tuple((op, what) for (name, op), what in sorted(faults_seen.items())
-                             if name == plugin.name),
-            ))
-        return tuple(rows)
+        return status_rows([*sorted(snapshot.plugins.values(), key=priority_key), *snapshot.duplicates], faults_seen)
 
     def hookimpls(self, hook: str) -> tuple[tuple[str, Callable[..., Any]], ...]:
         """``(plugin name, call)`` for every loaded plugin implementing ``hook``, best first.
@@ -319,6 +304,10 @@ class Registry:
     def environment(self) -> Config:
         """The settings the environment gave at discovery (names no plugin has dropped)."""
         return self._state().environment
+
+    def floor(self) -> str | None:
+        """The loaded backend declaring ``try_last`` (the one that always runs), or ``None``."""
+        return self._state().floor
 
     def declared_settings(self) -> tuple[tuple[str, Setting], ...]:
         """``(plugin, setting)`` for every setting a loaded plugin declares, best plugin first."""
