@@ -5,6 +5,13 @@ separate distributions that plug in through the entry-point group ``spacr_accel`
 discovered once per process, ranked by priority and walked best first, falling through to the next
 when one raises :class:`RuntimeError`. See :mod:`spacr_accel_core.ops` for the operations and
 :mod:`spacr_accel_core.accelerator` for what this machine is.
+
+THE LAYOUT. The top-level modules are the public faces (``ops``, ``accelerator``, ``config``,
+``dask``, ``toolkit``, ``testing``, ``reference``, ``exact``, ``tiling``, the command's ``_cli``);
+the folders hold the parts, each importing only the folders below it: ``contract`` (what a plugin
+is and is told), then ``kit`` and ``operations`` (the backend author's machinery; the operation
+table), then ``dispatch`` (settings, discovery, ranking, the registry), then ``devices`` (what this
+machine is), then the faces, then ``commands`` and ``testing``. ``tests/core_layout`` checks it.
 """
 
 from __future__ import annotations

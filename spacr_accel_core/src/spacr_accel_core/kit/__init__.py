@@ -1,0 +1,10 @@
+"""The backend author's kit: the machinery a backend builds on, public through
+:mod:`spacr_accel_core.toolkit` (the one door) beside the kit's two public modules,
+:mod:`spacr_accel_core.exact` and :mod:`spacr_accel_core.tiling`, which stand at this layer.
+
+- ``_precision``: the reference-counted window in which matrix products are IEEE float32.
+- ``_knearest``: the exact k nearest within a distance (the floor's, shared with compiled backends).
+- ``_translate``: a primitive's call with its library's errors in the contract's words.
+
+May import: the contract, and ``exact`` and ``tiling``. Never the registry, the devices or a face.
+"""
