@@ -23,6 +23,7 @@ from spacr_accel_core import (
     use,
 )
 from spacr_accel_core.contract._declaration import validated
+from spacr_accel_core.operations._operations import OPERATIONS
 from spacr_accel_core.toolkit import install_command
 
 FIRST = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -41,8 +42,8 @@ MALFORMED = [
     ({"priority": 10**400}, "too large for a float"),
     ({"accelerated": 1}, "SPACR_ACCEL_PLUGIN.accelerated is 1, not True or False"),
     ({"try_last": "yes"}, "SPACR_ACCEL_PLUGIN.try_last is 'yes', not True or False"),
-    ({"positive_zeros": None}, "SPACR_ACCEL_PLUGIN.positive_zeros is None, not True or False"),
-    ({"stacks": 1}, "SPACR_ACCEL_PLUGIN.stacks is 1, not True or False"),
+    ({"positive_zeros": None}, "positive_zeros is None, not True, False or a set of operation names"),
+    ({"stacks": 1}, "SPACR_ACCEL_PLUGIN.stacks is 1, not True, False or a set of operation names"),
     ({"field_dtypes": "uint8"}, "SPACR_ACCEL_PLUGIN.field_dtypes is 'uint8', not a tuple of dtype names"),
     ({"field_dtypes": ("float64",)}, "SPACR_ACCEL_PLUGIN.field_dtypes names 'float64'"),
     ({"settings": ("SPACR_ACCEL_X",)}, "SPACR_ACCEL_PLUGIN.settings is ('SPACR_ACCEL_X',), not a tuple of Setting"),
@@ -82,8 +83,24 @@ def test_a_valid_declaration_is_normalised_and_named_by_its_entry_point():
     assert problem is None and declaration is not None
     assert (declaration.name, declaration.priority, type(declaration.priority)) == ("entry", 7.0, float)
     assert (declaration.accelerated, declaration.positive_zeros, declaration.stacks) == (True, True, True)
-    assert declaration.narrow_fields == frozenset({np.dtype(np.uint8)})  # float32 is every plugin's
+    assert declaration.narrow_fields("maximum_filter") == frozenset({np.dtype(np.uint8)})  # float32 is every plugin's
     assert declaration.settings == (Setting("SPACR_ACCEL_X", "1", "a knob"),)
+
+
+def test_what_a_plugin_says_about_one_operation_is_said_per_operation():
+    given = Declaration(name="per-op", stacks=("local_maxima",), positive_zeros=frozenset({"maximum_filter"}),
+                        field_dtypes={"maximum_filter": ("uint16",)})
+    declaration, problem = validated(given, "per-op", OPERATIONS)
+    assert problem is None and declaration is not None
+    assert declaration.stacks == frozenset({"local_maxima"})
+    assert declaration.holds("stacks", "local_maxima") and not declaration.holds("stacks", "maximum_filter")
+    assert declaration.holds("positive_zeros", "maximum_filter")
+    assert declaration.narrow_fields("maximum_filter") == frozenset({np.dtype(np.uint16)})
+    assert declaration.narrow_fields("local_maxima") == frozenset()  # not named: float32 only
+    for wrong in ({"stacks": ("local_maximums",)}, {"positive_zeros": "maximum_filter"},
+                  {"field_dtypes": {"maximum": ("uint8",)}}, {"field_dtypes": {"maximum_filter": ("float64",)}}):
+        declaration, problem = validated(Declaration(name="bad", **wrong), "bad", OPERATIONS)
+        assert declaration is None and problem is not None and next(iter(wrong)) in problem, (wrong, problem)
 
 
 def test_declared_settings_are_listed_with_their_plugin(kit, private):

@@ -37,8 +37,9 @@ SPACR_ACCEL_PLUGIN: Final = Declaration(
     # The kernel writes ``maximum + 0.0`` (a float field) or the exact cast of an integer, so a
     # maximum of zero is ``+0.0`` already, and the core skips its own ``+0.0`` pass.
     positive_zeros=True,
-    # local_maxima takes a stack (..., H, W) in one threaded pass; the filter runs field by field.
-    stacks=True,
+    # local_maxima takes a stack (..., H, W) in one threaded pass; the core hands the filter one
+    # field at a time.
+    stacks=frozenset({"local_maxima"}),
 )
 """What this plugin is, read by the core without a call."""
 
@@ -64,13 +65,7 @@ def spacr_accel_warm_up(timeout: float) -> bool:
 
 @hookimpl
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    if field.ndim == 2:
-        return filtered(field, size, _warm.kernels_for)
-    fields = field.reshape(-1, *field.shape[-2:])
-    result = np.empty(fields.shape, dtype=np.float32)
-    for number in range(fields.shape[0]):  # a stack: each field on its own, the window never crossing
-        result[number] = filtered(fields[number], size, _warm.kernels_for)
-    return result.reshape(field.shape)
+    return filtered(field, size, _warm.kernels_for)
 
 
 @hookimpl

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -59,11 +60,16 @@ class Declaration:
         by one bad answer (a fault there is about one input). The NumPy floor declares it: with
         every other backend declining, it is the one that always answers.
     :param field_dtypes: camera dtypes (names from ``uint8``, ``int8``, ``uint16``, ``int16``) its
-        ``maximum_filter`` and ``local_maxima`` take unconverted; every other field arrives float32.
-    :param positive_zeros: its ``maximum_filter`` never returns ``-0.0``, so the core skips the
-        ``+0.0`` pass it otherwise makes over the result (5-8 ms on a 4096^2 field).
-    :param stacks: its ``maximum_filter`` and ``local_maxima`` take a stack ``(..., H, W)`` as one
-        array; otherwise the core hands it one field at a time, inside the same dispatch.
+        field operations (``maximum_filter``, ``local_maxima``) take unconverted; every other field
+        arrives float32. A tuple applies to every field operation; ``{operation: (names...)}``
+        says it per operation (an operation not named gets float32 only).
+    :param positive_zeros: its filter never returns ``-0.0``, so the core skips the ``+0.0`` pass
+        it otherwise makes over the result (5-8 ms on a 4096^2 field). ``True`` for every
+        operation, or the names of the operations it holds for.
+    :param stacks: it takes a stack ``(..., H, W)`` as one array; for every other plugin the core
+        hands the stack over one field at a time, inside the same dispatch (no backend writes that
+        loop). ``True`` for every field operation, or the names of those that take stacks
+        (``frozenset({"local_maxima"})``).
     :param settings: the environment variables it reads (shown by the doctor).
     :param api_version: the plugin API it was written for; another version is ``incompatible``.
     """
@@ -72,21 +78,30 @@ class Declaration:
     priority: float = 0.0
     accelerated: bool = False
     try_last: bool = False
-    field_dtypes: tuple[str, ...] = ()
-    positive_zeros: bool = False
-    stacks: bool = False
+    field_dtypes: tuple[str, ...] | Mapping[str, tuple[str, ...]] = ()
+    positive_zeros: bool | frozenset[str] = False
+    stacks: bool | frozenset[str] = False
     settings: tuple[Setting, ...] = field(default=())
     api_version: int = API_VERSION
 
-    @property
-    def narrow_fields(self) -> frozenset[np.dtype[Any]]:
-        """:attr:`field_dtypes` as dtypes (``float32`` dropped: every plugin takes it)."""
-        return frozenset(np.dtype(n) for n in self.field_dtypes) - {_F32}
+    def holds(self, fact: str, operation: str) -> bool:
+        """Whether ``fact`` (``"stacks"`` or ``"positive_zeros"``) holds for ``operation``."""
+        value = getattr(self, fact)
+        return value if isinstance(value, bool) else operation in value
+
+    def narrow_fields(self, operation: str) -> frozenset[np.dtype[Any]]:
+        """The camera dtypes ``operation`` takes unconverted (``float32`` dropped: every plugin takes it)."""
+        names = self.field_dtypes.get(operation, ()) if isinstance(self.field_dtypes, Mapping) else self.field_dtypes
+        return frozenset(np.dtype(n) for n in names) - {_F32}
 
 
-def validated(value: object, entry_name: str) -> tuple[Declaration | None, str | None]:
+def validated(value: object, entry_name: str,
+              operations: Collection[str] | None = None) -> tuple[Declaration | None, str | None]:
     """A plugin's declaration with its priority normalised to a float and its name set to the
     entry point's, or what is wrong with it (one sentence that names the field).
+
+    :param operations: the operations there are, to check the names a per-operation field gives
+        (``None``: any name).
 
     Checked per plugin because one bad field would otherwise break every call: a string priority
     makes the ranking sort raise, a NaN one makes the order depend on the install order, and
@@ -103,19 +118,48 @@ def validated(value: object, entry_name: str) -> tuple[Declaration | None, str |
     priority, problem = _priority(fields["priority"])
     if problem is not None:
         return None, problem
-    for flag in ("accelerated", "try_last", "positive_zeros", "stacks"):
+    for flag in ("accelerated", "try_last"):
         if not isinstance(fields[flag], bool):
             return None, f"{ATTRIBUTE}.{flag} is {_short(fields[flag])}, not True or False"
-    problem = _field_dtypes(fields["field_dtypes"])
+    per_operation = {}
+    for fact in ("positive_zeros", "stacks"):
+        per_operation[fact], problem = _per_operation(fact, fields[fact], operations)
+        if problem is not None:
+            return None, problem
+    problem = _all_field_dtypes(fields["field_dtypes"], operations)
     if problem is not None:
         return None, problem
     settings = fields["settings"]
     if not isinstance(settings, tuple) or not all(isinstance(s, Setting) for s in settings):
         return None, f"{ATTRIBUTE}.settings is {_short(settings)}, not a tuple of Setting records"
     return Declaration(name=entry_name, priority=priority, accelerated=fields["accelerated"],
-                       try_last=fields["try_last"], field_dtypes=tuple(fields["field_dtypes"]),
-                       positive_zeros=fields["positive_zeros"], stacks=fields["stacks"],
+                       try_last=fields["try_last"], field_dtypes=fields["field_dtypes"],
+                       positive_zeros=per_operation["positive_zeros"], stacks=per_operation["stacks"],
                        settings=settings), None
+
+
+def _per_operation(fact: str, value: object,
+                   operations: Collection[str] | None) -> tuple[bool | frozenset[str], str | None]:
+    """A per-operation fact as the core keeps it: ``True``/``False``, or the frozenset of names."""
+    if isinstance(value, bool):
+        return value, None
+    if not isinstance(value, (tuple, list, set, frozenset)) or not all(isinstance(n, str) for n in value):
+        return False, (f"{ATTRIBUTE}.{fact} is {_short(value)}, not True, False or a set of "
+                       "operation names")
+    unknown = sorted(set(value) - set(operations)) if operations is not None else []
+    if unknown:
+        return False, f"{ATTRIBUTE}.{fact} names {unknown}, not operations (known: {sorted(operations or ())})"
+    return frozenset(value), None
+
+
+def _all_field_dtypes(value: object, operations: Collection[str] | None) -> str | None:
+    """What is wrong with ``field_dtypes`` (a tuple, or ``{operation: tuple}``), or ``None``."""
+    if not isinstance(value, Mapping):
+        return _field_dtypes(value)
+    unknown = sorted(set(value) - set(operations)) if operations is not None else []
+    if unknown:
+        return f"{ATTRIBUTE}.field_dtypes names {unknown}, not operations (known: {sorted(operations or ())})"
+    return next((problem for names in value.values() if (problem := _field_dtypes(names)) is not None), None)
 
 
 def _priority(priority: object) -> tuple[float, str | None]:

@@ -216,7 +216,7 @@ def load(manager: pluggy.PluginManager, plugin: Plugin) -> Plugin:
                   f"API (this spacr-accel-core speaks {API_VERSION}; see docs/plugins.md)")
         logger.warning("spacr_accel plugin %r is incompatible: %s", plugin.name, reason)
         return replace(plugin, obj=None, status="incompatible", reason=reason)
-    declaration, problem = validated(declared, plugin.name)
+    declaration, problem = validated(declared, plugin.name, OPERATIONS)
     if declaration is None:
         status: Status = "incompatible" if "plugin API" in (problem or "") else "faulty"
         logger.warning("spacr_accel plugin %r is %s: %s", plugin.name, status, problem)

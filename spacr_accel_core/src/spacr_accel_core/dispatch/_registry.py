@@ -199,8 +199,8 @@ class Registry:
             for hookimpl in getattr(manager.hook, operation.hook).get_hookimpls():
                 declaration = plugins[hookimpl.plugin_name].declaration
                 if declaration is not None:
-                    calls[op][hookimpl.plugin_name] = operation.adapt(
-                        hookimpl.function, hookimpl.argnames, operation.arguments, declaration)
+                    calls[op][hookimpl.plugin_name] = operation.adapted(
+                        hookimpl.function, hookimpl.argnames, declaration)
         environment = _known(environment, plugins)
         floor = next((p.name for p in sorted(plugins.values(), key=priority_key)
                       if p.floor and p.status == "ok"), None)

@@ -30,7 +30,7 @@ from ..contract._errors import BackendDeclined
 from ._checks import _F32, _I64, _ZERO
 
 Call = Callable[..., Any]
-Adapter = Callable[[Call, tuple[str, ...], tuple[str, ...], Declaration], Call]
+Adapter = Callable[[Call, tuple[str, ...], tuple[str, ...], Declaration, str], Call]
 Check = Callable[[Any, Any], "str | None"]
 
 
@@ -41,8 +41,10 @@ class Operation:
     :param name: the operation's name (``ops.<name>``); its hook is ``spacr_accel_<name>``.
     :param check: ``check(result, expected)`` says what is wrong with a backend's result, or
         ``None``; a wrong result makes that backend faulty for this operation.
-    :param adapt: ``adapt(function, argnames, spec, declaration)`` gives the plugin's
-        implementation as a call taking the spec's arguments (:attr:`arguments`) by position.
+    :param adapt: ``adapt(function, argnames, spec, declaration, operation)`` gives the plugin's
+        implementation as a call taking the spec's arguments (:attr:`arguments`) by position
+        (:meth:`adapted` calls it; ``operation`` is what the declaration's per-operation facts
+        are read for).
     :param optional: arguments a plugin may leave out of its signature, each with the value it then
         serves (a plugin without ``k`` serves ``k=1`` only; ``None`` for a hint such as ``chunk``,
         which the answer does not depend on and which is then simply not passed, as pluggy would).
@@ -79,6 +81,10 @@ class Operation:
             except KeyError:
                 pass
         raise TypeError(f"{self.hook} takes {', '.join(order)}; given {', '.join(named)}")
+
+    def adapted(self, function: Call, argnames: tuple[str, ...], declaration: Declaration) -> Call:
+        """One plugin's implementation as dispatch calls it (see :attr:`adapt`)."""
+        return self.adapt(function, argnames, self.arguments, declaration, self.name)
 
     def missing(self, argnames: tuple[str, ...]) -> tuple[str, ...]:
         """The required arguments a plugin's signature lacks (it cannot serve the operation)."""
@@ -166,9 +172,9 @@ def check_coordinates(result: Any, shape: tuple[int, ...]) -> str | None:
 # ---- adapters ---------------------------------------------------------------------------------
 
 
-def _casting(call: Call, declaration: Declaration) -> Call:
+def _casting(call: Call, declaration: Declaration, operation: str) -> Call:
     """A camera field the plugin did not declare reaches it as float32 (read-only like any input)."""
-    accepted = declaration.narrow_fields
+    accepted = declaration.narrow_fields(operation)
     if accepted >= NARROW_FIELDS:
         return call
     takes = frozenset({_F32, *accepted})
@@ -239,26 +245,26 @@ def _field_by_field(call: Call) -> Call:
 
 
 def adapt_filter(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                 declaration: Declaration) -> Call:
+                 declaration: Declaration, operation: str) -> Call:
     """``maximum_filter(field, size, out)`` for one plugin."""
     call = by_position(function, argnames, spec)
     if "out" not in argnames:
         call = _into_out(call)
-    if not declaration.stacks:
+    if not declaration.holds("stacks", operation):
         call = _field_by_field(call)
-    call = _casting(call, declaration)
-    return call if declaration.positive_zeros else _settling_zeros(call)
+    call = _casting(call, declaration, operation)
+    return call if declaration.holds("positive_zeros", operation) else _settling_zeros(call)
 
 
 def adapt_matmul(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                 declaration: Declaration) -> Call:
+                 declaration: Declaration, operation: str) -> Call:
     """``matmul(first, second, out)`` for one plugin."""
     call = by_position(function, argnames, spec)
     return call if "out" in argnames else _into_out(call)
 
 
 def adapt_neighbours(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                     declaration: Declaration) -> Call:
+                     declaration: Declaration, operation: str) -> Call:
     """``nearest_neighbours(source, target, chunk, k, max_distance, metric)`` for one plugin.
 
     A plugin that does not take ``k`` or ``metric`` serves ``k=1`` and Euclidean only and declines
@@ -321,12 +327,12 @@ def _peaks_field_by_field(call: Call) -> Call:
 
 
 def adapt_peaks(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                declaration: Declaration) -> Call:
+                declaration: Declaration, operation: str) -> Call:
     """``local_maxima(field, size, threshold)`` for one plugin."""
     call = by_position(function, argnames, spec)
-    if not declaration.stacks:
+    if not declaration.holds("stacks", operation):
         call = _peaks_field_by_field(call)
-    return _casting(call, declaration)
+    return _casting(call, declaration, operation)
 
 
 OPERATIONS: Final[Mapping[str, Operation]] = {
