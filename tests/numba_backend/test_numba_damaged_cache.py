@@ -21,7 +21,7 @@ import glob, os, shutil, sys
 from spacr_accel_numba import _kernels  # numba's cache paths are known; nothing is compiled yet
 here = _kernels.grid_empty._cache._cache_path
 os.makedirs(here, exist_ok=True)
-for path in glob.glob(os.path.join(sys.argv[1], "*_kernels.*.nb[ic]")) + glob.glob(os.path.join(sys.argv[1], "_kernels.*.nb[ic]")):
+for path in glob.glob(os.path.join(sys.argv[1], "*_kernels.*.nb[ic]")):  # every kernel module's
     shutil.copy(path, here)
 def index(kernel):  # this source's, by numba's own name for it
     return getattr(_kernels, kernel)._cache._cache_file._index_path
