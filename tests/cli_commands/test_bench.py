@@ -22,6 +22,7 @@ from spacr_accel_core import (
     hookimpl,
 )
 from spacr_accel_core.commands import _bench
+from spacr_accel_core.operations._results import agree_field, agree_nearest, agree_product
 from spacr_accel_core.testing import reference_maximum_filter
 
 OPERATIONS = ["maximum_filter", "matmul", "nearest_neighbours", "local_maxima"]
@@ -188,24 +189,24 @@ def test_how_each_call_is_classified() -> None:
 
 def test_agreement_rules() -> None:
     field = np.array([[1.0, np.nan], [3.0, 4.0]], dtype=np.float32)
-    assert _bench._compare_field(field, field.copy()) == (True, "bit-identical")
+    assert agree_field(field, field.copy()) == (True, "bit-identical")
     other = field.copy()
     other[1, 1] = np.nextafter(np.float32(4.0), np.float32(5.0))
-    assert _bench._compare_field(field, other) == (False, "1 of 4 pixels differ")
+    assert agree_field(field, other) == (False, "1 of 4 pixels differ")
     other = field.copy()
     other[0, 1] = 2.0  # a number where NumPy has NaN
-    assert _bench._compare_field(field, other)[0] is False
-    assert _bench._compare_field(field, field.astype(np.float64))[0] is False
+    assert agree_field(field, other)[0] is False
+    assert agree_field(field, field.astype(np.float64))[0] is False
 
     product = np.array([[1000.0, 1.0]], dtype=np.float32)
-    assert _bench._compare_product(product, product + np.float32(1e-3))[0] is True
-    assert _bench._compare_product(product, product * np.float32(1.001))[0] is False
-    assert _bench._compare_product(product, np.full_like(product, np.nan))[0] is False
+    assert agree_product(product, product + np.float32(1e-3))[0] is True
+    assert agree_product(product, product * np.float32(1.001))[0] is False
+    assert agree_product(product, np.full_like(product, np.nan))[0] is False
 
     index, distance = np.array([0, 1]), np.array([1.0, 2.0], dtype=np.float32)
-    assert _bench._compare_nearest((index, distance), (index.copy(), distance.copy()))[0] is True
-    assert _bench._compare_nearest((index, distance), (index[::-1].copy(), distance))[0] is False
-    assert _bench._compare_nearest((index, distance), (index, distance + np.float32(1e-6)))[0] is False
+    assert agree_nearest((index, distance), (index.copy(), distance.copy()))[0] is True
+    assert agree_nearest((index, distance), (index[::-1].copy(), distance))[0] is False
+    assert agree_nearest((index, distance), (index, distance + np.float32(1e-6)))[0] is False
 
 
 class FakeTerminal(io.StringIO):

@@ -11,6 +11,7 @@ import pytest
 
 from spacr_accel_core import BackendInfo, BackendUnavailable, Declaration, hookimpl
 from spacr_accel_core.commands import _bench
+from spacr_accel_core.operations._results import agree_field, agree_nearest, agree_product
 
 Plug = Callable[[object, str], object]
 
@@ -38,10 +39,10 @@ def _tiny_cases(quick: bool, seed: int = 0) -> list[_bench.Case]:
     first = rng.standard_normal((8, 4)).astype(np.float32)
     points = rng.uniform(0, 8, size=(20, 2)).astype(np.float32)
     return [
-        _bench.Case("maximum_filter", "16x16 float32, size 3", (field, 3), _bench._compare_field),
-        _bench.Case("matmul", "(8 x 4) @ (4 x 4) float32", (first, first[:4]), _bench._compare_product),
+        _bench.Case("maximum_filter", "16x16 float32, size 3", (field, 3), agree_field),
+        _bench.Case("matmul", "(8 x 4) @ (4 x 4) float32", (first, first[:4]), agree_product),
         _bench.Case("nearest_neighbours", "N = M = 20, D = 2", (points, points[::-1].copy()),
-                    _bench._compare_nearest),
+                    agree_nearest),
     ]
 
 

@@ -22,6 +22,7 @@ import dask.array as da
 
 from . import _dask
 from ._dask import BlocksServed, Tally, blocks_served, forget, tally
+from .operations._operations import OPERATIONS
 from .ops import CHUNK
 
 # The operations on Dask, as in memory: spacr_accel_core.ops (its table lists every primitive).
@@ -143,3 +144,10 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = Tr
     :raises TypeError: ``field`` is not numeric, or ``size`` or ``threshold`` is not a number.
     """
     return _dask.local_maxima(field, size, threshold=threshold, gpu=gpu, backend=backend)
+
+
+# Every operation the table serves "field by field" on Dask, with no code here (see _dask.by_fields).
+for _operation in OPERATIONS.values():
+    if _operation.dask == "fields":
+        globals()[_operation.name] = _dask.by_fields(_operation.name)
+        __all__ += [_operation.name]  # noqa: PLE0604  (a name from the table, bound just above)

@@ -1,4 +1,7 @@
-"""Plain, obviously correct answers for the neighbour and peak operations: what every fast one must equal.
+"""Plain, obviously correct answers for every operation: what every fast one must equal.
+
+Each operation's table entry names its definition here (``reference=``): the conformance suite's
+small case and the bench compare the backends with it.
 
 WHY A SEPARATE, SLOW MODULE. A fast exact search is a nominator plus a settling step, a grid, a
 tree, a fused kernel: each is a place to be subtly wrong (a tie at the k-th place dropped, a window
@@ -34,7 +37,8 @@ import operator
 
 import numpy as np
 
-__all__ = ["hamming_nearest", "k_nearest", "local_maxima", "mutual_nearest"]
+__all__ = ["hamming_nearest", "k_nearest", "local_maxima", "matmul", "maximum_filter", "mutual_nearest",
+           "nearest_neighbours"]
 
 _log = logging.getLogger(__name__)
 
@@ -285,3 +289,37 @@ def mutual_nearest(first: object, second: object, max_distance: float | None = N
     rows = np.flatnonzero(forward >= 0)
     mutual = rows[backward[forward[rows]] == rows]
     return np.stack([mutual, forward[mutual]], axis=1).astype(np.int64, copy=False)
+
+
+def maximum_filter(field: object, size: int) -> np.ndarray:
+    """The contract's windowed maximum, plainly: each 2-D field of a stack on its own, edge padding,
+    the maximum of every window (a NaN in it is NaN), and ``+0.0`` added (a maximum of zero is ``+0.0``).
+
+    :param field: ``(..., H, W)`` numbers, taken as float32 (beyond float32's range: ``inf``).
+    :param size: the window edge (even raised to odd; ``<= 1`` is a copy, its zeros ``+0.0`` too).
+    :returns: float32, ``field``'s shape.
+    """
+    with np.errstate(over="ignore"):  # float64 beyond float32's range is inf, quietly
+        data = np.asarray(field).astype(np.float32)
+    edge = size + 1 if size % 2 == 0 else size
+    if edge <= 1 or data.size == 0:
+        return data + np.float32(0.0)
+    flat = data.reshape((-1, *data.shape[-2:]))
+    return np.stack([_window_maximum(plane, edge) for plane in flat]).reshape(data.shape) + np.float32(0.0)
+
+
+def matmul(first: object, second: object) -> np.ndarray:
+    """``first @ second`` in float64, rounded once to float32: what a float32 product approximates."""
+    product: np.ndarray = np.matmul(np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64))
+    return product.astype(np.float32)
+
+
+def nearest_neighbours(source: object, target: object, k: int = 1, max_distance: float | None = None,
+                       metric: str = "euclidean") -> tuple[np.ndarray, np.ndarray]:
+    """The contract's ``nearest_neighbours``: :func:`k_nearest` or :func:`hamming_nearest`, with
+    ``k=1``'s ``(N,)`` shapes (an empty target set: ``-1`` and ``inf``)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
+    search = k_nearest if metric == "euclidean" else hamming_nearest
+    index, distance = search(source, target, k, max_distance)
+    return (index[:, 0], distance[:, 0]) if k == 1 else (index, distance)

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..contract._errors import describe as _describe
 from ..contract._records import PluginStatus
+from ..operations._operations import OPERATIONS
 
 SCHEMA_VERSION = 1
 """Bumped when a key of the ``--json`` report is renamed or removed (adding one does not)."""
@@ -49,8 +50,6 @@ def reference() -> str | None:
 
     return REGISTRY.floor()
 
-MATMUL_RTOL = 1e-5
-"""Allowed ``||got - numpy|| / ||numpy||`` for matmul: float32 rounding, not a different answer."""
 
 SLOW_BUDGET_S = 5.0
 """Timed seconds per backend and operation after which the repeats stop early, so a backend
@@ -69,7 +68,7 @@ class Case:
     :param operation: the ``spacr_accel_core.ops`` function name.
     :param label: the input in words, for the table.
     :param args: positional arguments of the op.
-    :param compare: ``(reference, result) -> (agrees, detail)``.
+    :param compare: ``(reference, result) -> (agrees, detail)`` (the operation's ``agree``).
     :param checks: ``(label, args)`` of further inputs that are only checked against NumPy, never
         timed: rules (the NaN rule) that a backend may answer by declining, so they must not
         decide whether it is timed at all.
@@ -84,100 +83,21 @@ class Case:
     keywords: tuple[tuple[str, Any], ...] = ()
 
 
-def _compare_field(reference: Any, result: Any) -> tuple[bool, str]:
-    """Bit-identical, NaN where NumPy has NaN: the maximum filter is exact on every backend.
-
-    :param reference: the floor's filtered field.
-    :param result: the backend's.
-    """
-    if result.shape != reference.shape or result.dtype != reference.dtype:
-        return False, (f"got {result.dtype}{list(result.shape)}, "
-                       f"the floor gave {reference.dtype}{list(reference.shape)}")
-    same = (result == reference) | (np.isnan(result) & np.isnan(reference))
-    wrong = int(same.size - np.count_nonzero(same))
-    return wrong == 0, "bit-identical" if wrong == 0 else f"{wrong} of {same.size} pixels differ"
-
-
-def _compare_product(reference: Any, result: Any) -> tuple[bool, str]:
-    """Equal up to float32 rounding, measured against the size of the whole product.
-
-    A relative norm rather than an element-wise tolerance, because a row of near-zero products
-    legitimately differs in its last bits between BLAS implementations.
-
-    :param reference: the floor's product.
-    :param result: the backend's.
-    """
-    if result.shape != reference.shape:
-        return False, f"got shape {list(result.shape)}, the floor gave {list(reference.shape)}"
-    ref = reference.astype(np.float64)
-    scale = float(np.linalg.norm(ref))
-    error = float(np.linalg.norm(result.astype(np.float64) - ref))
-    relative = error / scale if scale > 0 else error
-    agrees = bool(np.isfinite(relative)) and relative <= MATMUL_RTOL
-    return agrees, f"relative error {relative:.1e}"
-
-
-def _compare_nearest(reference: Any, result: Any) -> tuple[bool, str]:
-    """Same indices and same distances: the search is exact, ties to the lowest index.
-
-    :param reference: the floor's ``(indices, distances)``.
-    :param result: the backend's.
-    """
-    ref_index, ref_distance = reference
-    index, distance = result
-    if index.shape != ref_index.shape or distance.shape != ref_distance.shape:
-        return False, f"got {len(index)} answers, the floor gave {len(ref_index)}"
-    wrong_index = int(np.count_nonzero(index != ref_index))
-    wrong_distance = int(np.count_nonzero(distance != ref_distance))
-    if wrong_index == 0 and wrong_distance == 0:
-        return True, "identical"
-    return False, f"{wrong_index} indices and {wrong_distance} distances of {len(ref_index)} differ"
-
-
-def _compare_peaks(reference: Any, result: Any) -> tuple[bool, str]:
-    """The same peak coordinates, in the same (row-major) order."""
-    if np.array_equal(reference, result):
-        return True, "identical"
-    return False, f"got {len(result)} peaks, the floor gave {len(reference)}"
-
-
 def cases(quick: bool, seed: int = 0) -> list[Case]:
-    """Every operation of the table on inputs shaped like spaCR's: a tile, a well's spots and cells.
+    """Every operation of the table on its realistic input (its entry's ``bench``): a camera tile, a
+    well's spots and cells.
 
     :param quick: smaller inputs, for a check that finishes in seconds.
     :param seed: the random seed, so two runs time the same data.
-    :returns: one case per operation.
+    :returns: one case per operation, in the table's order.
     """
     rng = np.random.default_rng(seed)
-    side = 512 if quick else 2048
-    size = 15
-    # A camera tile: noisy background, bright single-pixel spots and flat saturated plateaus
-    # (ties). Its dead pixels (NaN) go in a separate, untimed check: a backend may decline them.
-    field = (100.0 + 10.0 * rng.standard_normal((side, side), dtype=np.float32)).astype(np.float32)
-    spots = rng.integers(0, side, size=(side, 2))
-    field[spots[:, 0], spots[:, 1]] += rng.uniform(500, 2000, size=side).astype(np.float32)
-    field[: side // 8, : side // 8] = np.float32(4095.0)
-    corner = field[:128, :128].copy()  # the plateau's edge, background and spots
-    dead = rng.integers(0, 128, size=(8, 2))
-    corner[dead[:, 0], dead[:, 1]] = np.nan
-
-    rows = 250_000 if quick else 4_000_000
-    intensities = rng.uniform(0, 4095, size=(rows, 4)).astype(np.float32)
-    unmix = (np.eye(4) + rng.uniform(-0.1, 0.1, size=(4, 4))).astype(np.float32)
-
-    points = 5_000 if quick else 100_000
-    source = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
-    target = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
-    return [
-        Case("maximum_filter", f"{side}x{side} float32, size {size}", (field, size), _compare_field,
-             checks=(("dead pixels (NaN) in a 128x128 corner", (corner, size)),)),
-        Case("matmul", f"({rows:,} x 4) @ (4 x 4) float32", (intensities, unmix), _compare_product),
-        Case("nearest_neighbours", f"N = M = {points:,}, D = 2, in a 2048 box", (source, target),
-             _compare_nearest),
-        Case("local_maxima", f"{side}x{side} float32, size 7, above 1000", (field, 7), _compare_peaks,
-             checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 7)),),
-             keywords=(("threshold", 1000.0),)),
-    ]
+    made = []
+    for operation in OPERATIONS.values():
+        example = operation.bench(quick, rng)
+        made.append(Case(operation.name, example.label, example.args, operation.agree, checks=example.checks,
+                         keywords=example.keywords))
+    return made
 
 
 def candidates(requested: Sequence[str] | None) -> list[str]:

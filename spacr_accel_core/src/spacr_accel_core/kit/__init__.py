@@ -1,6 +1,7 @@
 """The backend author's kit: the machinery a backend builds on, public through
 :mod:`spacr_accel_core.toolkit` (the one door) beside the kit's two public modules,
-:mod:`spacr_accel_core.exact` and :mod:`spacr_accel_core.tiling`, which stand at this layer.
+:mod:`spacr_accel_core.exact` and :mod:`spacr_accel_core.tiling`, which stand at this layer (with
+:mod:`spacr_accel_core.reference`, the plain definitions).
 
 - ``_precision``: the reference-counted window in which matrix products are IEEE float32.
 - ``_knearest``: the exact k nearest within a distance (the floor's, shared with compiled backends).

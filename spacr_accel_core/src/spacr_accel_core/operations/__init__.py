@@ -1,8 +1,12 @@
 """The operation table: each primitive defined once, read by everything that serves it.
 
-- ``_operations``: per operation its hook, its result check, its adapters, its optional arguments,
-  its capability words (``OPERATIONS``), and the call built by name in the hookspec's order.
+- ``_operations``: the table (``OPERATIONS``): per operation its hook, result check, adapter,
+  optional arguments, capability words, reference, agreement, small case, bench input and Dask
+  form; the call built by name in the hookspec's order.
+- ``_results``: the result checks and the agreements (when two answers are the same answer).
+- ``_adapters``: how each plugin's implementation is called whatever it declares.
 - ``_checks``: the input checks every operation shares, in memory and on Dask.
 
-May import: the contract. Dispatch, the devices, the faces and the commands read it.
+May import: the contract and the kit's layer (``reference`` included). Dispatch, the devices, the
+faces and the commands read it.
 """

@@ -1,14 +1,15 @@
 """The operation table: each primitive defined once, and everything that serves it reads this.
 
 WHY A TABLE. An operation is its hookspec (whose argument names pluggy holds), the check of what a
-backend returns, and the adapters that let every plugin serve it whatever subset of the arguments
-it declares (a camera field cast for a plugin that did not name the dtype, a stack handed over one
-field at a time, ``out=`` filled by a copy, ``max_distance`` applied after a plugin that does not
-prune). Discovery (what each plugin implements, and whether its signature can serve), dispatch
-(the adapters and the result check), the capabilities table the doctor prints (one row per entry)
-and the bench (a test fails when an operation has no case) read :data:`OPERATIONS`; the
-conformance suite follows each plugin's ``operations``. Adding an operation is one entry here, one
-hookspec, the ``ops`` function that checks its input, and the backends that implement it.
+backend returns, the adapters that let every plugin serve it whatever subset of the arguments it
+declares (:mod:`._adapters`), its plain definition (:mod:`spacr_accel_core.reference`), and the
+inputs it is tried on. Discovery (what each plugin implements, and whether its signature can serve),
+dispatch (the adapters and the result check), the capabilities table the doctor prints (one row per
+entry), the bench (its realistic input), the conformance suite (its small case, judged against its
+reference) and the Dask layer (an operation on fields is mapped over whole fields) read
+:data:`OPERATIONS`. Adding an operation is one entry here, one hookspec, the ``ops`` function that
+checks its input, its reference, and the floor's implementation (``docs/contributing.md``);
+``tests/core_layout/test_operation_table.py`` names whatever a new entry still lacks.
 
 THE ADAPTERS KEEP THE HOT PATH BARE. A plugin that declares exactly the spec's arguments and takes
 everything it can be sent is called as it is: no wrapper, no cost on the per-tile path.
@@ -24,14 +25,23 @@ from typing import Any, Final
 
 import numpy as np
 
+from .. import reference
 from ..contract import _hookspecs
-from ..contract._declaration import NARROW_FIELDS, Declaration
-from ..contract._errors import BackendDeclined
-from ._checks import _F32, _I64, _ZERO
+from ..contract._declaration import Declaration
+from ._adapters import Adapter, Call, adapt_filter, adapt_matmul, adapt_neighbours, adapt_peaks
+from ._results import (
+    Example,
+    agree_coordinates,
+    agree_field,
+    agree_nearest,
+    agree_product,
+    check_array,
+    check_coordinates,
+    check_neighbours,
+)
 
-Call = Callable[..., Any]
-Adapter = Callable[[Call, tuple[str, ...], tuple[str, ...], Declaration, str], Call]
 Check = Callable[[Any, Any], "str | None"]
+Agree = Callable[[Any, Any], tuple[bool, str]]
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,17 @@ class Operation:
         serves (a plugin without ``k`` serves ``k=1`` only; ``None`` for a hint such as ``chunk``,
         which the answer does not depend on and which is then simply not passed, as pluggy would).
     :param task: the step of spaCR's science it serves, in the capabilities table's words.
+    :param reference: its plain definition (:mod:`spacr_accel_core.reference`), called like
+        ``ops.<name>``: what the conformance suite and the bench compare every backend with.
+    :param agree: ``agree(expected, got) -> (agrees, detail)``: when two answers are the same
+        answer (bit for bit for a filter, within float32 rounding for a product).
+    :param small: a tiny input: the conformance suite runs it on every backend, one that cannot
+        run here included (it must decline cleanly or agree with :attr:`reference`).
+    :param bench: ``bench(quick, rng)``: a realistic input (a camera tile, a well's spots), which
+        ``spacr-accel bench`` times on every backend and checks against the floor's answer.
+    :param dask: how :mod:`spacr_accel_core.dask` serves it: ``"fields"`` (a field in, a field of
+        the same shape out, each 2-D field on its own: the Dask layer maps it over blocks of whole
+        fields, with no code of its own), or ``"own"`` (its own graph, written in ``dask.py``).
     """
 
     name: str
@@ -56,6 +77,11 @@ class Operation:
     adapt: Adapter
     optional: Mapping[str, object]
     task: str
+    reference: Callable[..., Any]
+    agree: Agree
+    small: Callable[[], Example]
+    bench: Callable[[bool, np.random.Generator], Example]
+    dask: str
 
     @property
     def hook(self) -> str:
@@ -91,258 +117,77 @@ class Operation:
         return tuple(a for a in self.arguments if a not in argnames and a not in self.optional)
 
 
-def by_position(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...]) -> Call:
-    """``function`` callable with the spec's arguments in the spec's order, as pluggy would call it.
-
-    pluggy passes each implementation the arguments IT declares, in its own order, and a subset is
-    valid; the hot path passes the spec's arguments by position, so an implementation declaring
-    exactly those is called as it is, and only one that reorders or drops arguments gets an adapter.
-    """
-    if argnames == spec:
-        return function
-    picks = tuple(spec.index(name) for name in argnames)
-
-    def adapted(*args: Any) -> Any:
-        return function(*[args[i] for i in picks])
-
-    return adapted
+# ---- the inputs each operation is tried on ------------------------------------------------------
 
 
-# ---- result checks --------------------------------------------------------------------------
+def _camera_tile(quick: bool, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, str]:
+    """A camera tile (noisy background, bright single-pixel spots, a flat saturated plateau: ties),
+    its 128x128 corner with dead pixels (NaN, checked untimed: a backend may decline them), and its
+    size in words."""
+    side = 512 if quick else 2048
+    field = (100.0 + 10.0 * rng.standard_normal((side, side), dtype=np.float32)).astype(np.float32)
+    spots = rng.integers(0, side, size=(side, 2))
+    field[spots[:, 0], spots[:, 1]] += rng.uniform(500, 2000, size=side).astype(np.float32)
+    field[: side // 8, : side // 8] = np.float32(4095.0)
+    corner = field[:128, :128].copy()
+    dead = rng.integers(0, 128, size=(8, 2))
+    corner[dead[:, 0], dead[:, 1]] = np.nan
+    return field, corner, f"{side}x{side} float32"
 
 
-def check_array(result: Any, expected: tuple[tuple[int, ...], np.ndarray | None]) -> str | None:
-    """A float32 array of the expected shape (``out`` itself when one was given)."""
-    shape, out = expected
-    if type(result) is np.ndarray and result.dtype is _F32 and result.shape == shape and out is None:
-        return None  # the per-tile case, answered in three identity checks
-    if not isinstance(result, np.ndarray):
-        return f"returned {type(result).__name__}, not a NumPy array"
-    if result.shape != shape or result.dtype != _F32:
-        return f"returned {result.dtype}{list(result.shape)}, expected float32{list(shape)}"
-    if out is not None and result is not out:
-        return "returned a new array instead of the out= array it was given"
-    return None
+def _filter_bench(quick: bool, rng: np.random.Generator) -> Example:
+    field, corner, words = _camera_tile(quick, rng)
+    return Example(f"{words}, size 15", (field, 15), checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 15)),))
 
 
-def check_neighbours(result: Any, expected: tuple[int, int, int, bool]) -> str | None:
-    """``(indices, distances)`` of shape ``(N,)`` for ``k=1``, ``(N, k)`` otherwise.
-
-    The index range is checked too: an index outside the target set is the one wrong answer a shape
-    check cannot see, and it would crash the caller's pairing later. ``-1`` is allowed only where a
-    neighbour may be missing (``k > M`` or ``max_distance``).
-    """
-    n, m, k, may_miss = expected
-    shape = (n,) if k == 1 else (n, k)
-    if not isinstance(result, tuple) or len(result) != 2:
-        return f"returned {type(result).__name__}, not an (indices, distances) pair"
-    index, distance = result
-    if not isinstance(index, np.ndarray) or index.dtype != _I64 or index.shape != shape:
-        return f"indices are not int64 of shape {shape}"
-    if not isinstance(distance, np.ndarray) or distance.dtype != _F32 or distance.shape != shape:
-        return f"distances are not float32 of shape {shape}"
-    if index.size and (index.min() < (-1 if may_miss else 0) or index.max() >= m):
-        return f"indices fall outside the {m} target points"
-    return None
+def _peaks_bench(quick: bool, rng: np.random.Generator) -> Example:
+    field, corner, words = _camera_tile(quick, rng)
+    return Example(f"{words}, size 7, above 1000", (field, 7), keywords=(("threshold", 1000.0),),
+                   checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 7)),))
 
 
-def check_coordinates(result: Any, shape: tuple[int, ...]) -> str | None:
-    """int64 ``(P, ndim)`` coordinates inside the field, in row-major order.
-
-    Cheap on purpose (a few passes over P x ndim integers): 343,000 peaks of a 4096^2 field are
-    checked in about 3 ms rather than 12, which is the difference between ``local_maxima`` keeping
-    pace with ``maximum_filter`` or not.
-    """
-    if not isinstance(result, np.ndarray) or result.dtype != _I64 or result.ndim != 2 \
-            or result.shape[1] != len(shape):
-        return f"returned {getattr(result, 'dtype', type(result).__name__)}" \
-               f"{list(getattr(result, 'shape', ()))}, expected int64 (P, {len(shape)}) coordinates"
-    if result.shape[0]:
-        # Column by column: a reduction along axis 0 of a (P, 2) array is ~30 times slower.
-        unsigned = result.view(np.uint64)  # a negative coordinate becomes huge: one bound checks both ends
-        if any(unsigned[:, axis].max() >= length for axis, length in enumerate(shape)):
-            return "returned coordinates outside the field"
-        strides = np.cumprod((*shape[1:], 1)[::-1])[::-1].astype(np.int64)
-        flat = result @ strides
-        if flat.shape[0] > 1 and not (flat[1:] > flat[:-1]).all():
-            return "returned coordinates not in row-major order (or repeated)"
-    return None
+def _matmul_bench(quick: bool, rng: np.random.Generator) -> Example:
+    rows = 250_000 if quick else 4_000_000
+    intensities = rng.uniform(0, 4095, size=(rows, 4)).astype(np.float32)
+    unmix = (np.eye(4) + rng.uniform(-0.1, 0.1, size=(4, 4))).astype(np.float32)
+    return Example(f"({rows:,} x 4) @ (4 x 4) float32", (intensities, unmix))
 
 
-# ---- adapters ---------------------------------------------------------------------------------
+def _nearest_bench(quick: bool, rng: np.random.Generator) -> Example:
+    points = 5_000 if quick else 100_000
+    source = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
+    target = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
+    return Example(f"N = M = {points:,}, D = 2, in a 2048 box", (source, target))
 
 
-def _casting(call: Call, declaration: Declaration, operation: str) -> Call:
-    """A camera field the plugin did not declare reaches it as float32 (read-only like any input)."""
-    accepted = declaration.narrow_fields(operation)
-    if accepted >= NARROW_FIELDS:
-        return call
-    takes = frozenset({_F32, *accepted})
-
-    def cast(field: np.ndarray, *rest: Any) -> Any:
-        if field.dtype not in takes:
-            field = field.astype(_F32)
-            field.setflags(write=False)
-        return call(field, *rest)
-
-    return cast
+def _small_field() -> Example:
+    return Example("a 3x4 ramp, size 3", (np.arange(12, dtype=np.float32).reshape(3, 4), 3))
 
 
-def _settling_zeros(call: Call) -> Call:
-    """The contract's sign of zero: a maximum of zero is ``+0.0`` on every backend.
-
-    Adding ``+0.0`` changes nothing else, NaN included. An integer field holds no ``-0.0`` and a
-    maximum is one of its inputs, so there the pass is skipped.
-    """
-
-    def settle(field: np.ndarray, size: int, out: np.ndarray | None) -> Any:
-        result = call(field, size, out)
-        if field.dtype.kind in "biu" or not isinstance(result, np.ndarray):  # the check judges the latter
-            return result
-        if result.flags.writeable and not np.may_share_memory(result, field):
-            np.add(result, _ZERO, out=result)
-            return result
-        return result + _ZERO  # a read-only or aliased result (a careless plugin) is not written to
-
-    return settle
+def _small_product() -> Example:
+    return Example("(2 x 3) @ (3 x 2)", (np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((3, 2), np.float32)))
 
 
-def _into_out(call: Call) -> Call:
-    """``out=`` for a plugin that does not take it: its fresh result copied in."""
-
-    def into(first: Any, second: Any, out: np.ndarray | None) -> Any:
-        result = call(first, second, None)
-        if out is None or not isinstance(result, np.ndarray) or result.shape != out.shape \
-                or result.dtype != _F32:
-            return result  # the check names what is wrong
-        np.copyto(out, result)
-        return out
-
-    return into
-
-
-def _field_by_field(call: Call) -> Call:
-    """A stack ``(..., H, W)`` for a plugin that takes one field: each field in turn, into one result.
-
-    Each field's answer is checked as a whole answer would be, and a wrong one is raised as a
-    ``TypeError`` naming the field, so dispatch reports the real fault (not a later shape mismatch).
-    """
-
-    def each(field: np.ndarray, size: int, out: np.ndarray | None) -> Any:
-        if field.ndim == 2:
-            return call(field, size, out)
-        result = np.empty(field.shape, dtype=_F32) if out is None else out
-        fields = field.reshape(-1, *field.shape[-2:])
-        into = result.reshape(fields.shape)
-        for i in range(fields.shape[0]):
-            view = into[i]
-            problem = check_array(call(fields[i], size, view), (view.shape, view))
-            if problem is not None:
-                raise TypeError(f"field {i} of the stack: {problem}")
-        return result
-
-    return each
-
-
-def adapt_filter(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                 declaration: Declaration, operation: str) -> Call:
-    """``maximum_filter(field, size, out)`` for one plugin."""
-    call = by_position(function, argnames, spec)
-    if "out" not in argnames:
-        call = _into_out(call)
-    if not declaration.holds("stacks", operation):
-        call = _field_by_field(call)
-    call = _casting(call, declaration, operation)
-    return call if declaration.holds("positive_zeros", operation) else _settling_zeros(call)
-
-
-def adapt_matmul(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                 declaration: Declaration, operation: str) -> Call:
-    """``matmul(first, second, out)`` for one plugin."""
-    call = by_position(function, argnames, spec)
-    return call if "out" in argnames else _into_out(call)
-
-
-def adapt_neighbours(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                     declaration: Declaration, operation: str) -> Call:
-    """``nearest_neighbours(source, target, chunk, k, max_distance, metric)`` for one plugin.
-
-    A plugin that does not take ``k`` or ``metric`` serves ``k=1`` and Euclidean only and declines
-    the rest; one that does not take ``max_distance`` has it applied to its answer (exact: the
-    bound is compared on the returned float32 distance).
-    """
-    call = by_position(function, argnames, spec)
-    if all(name in argnames for name in ("k", "max_distance", "metric")):
-        return call
-    takes_k, takes_metric, prunes = ("k" in argnames), ("metric" in argnames), ("max_distance" in argnames)
-
-    def served(source: np.ndarray, target: np.ndarray, chunk: int, k: int, max_distance: float | None,
-               metric: str) -> Any:
-        if k != 1 and not takes_k:
-            raise BackendDeclined(f"it takes k=1 only, not k={k}")
-        if metric != "euclidean" and not takes_metric:
-            raise BackendDeclined(f"it takes the Euclidean metric only, not {metric!r}")
-        result = call(source, target, chunk, k, max_distance, metric)
-        return result if prunes or max_distance is None else beyond(result, max_distance)
-
-    return served
-
-
-def beyond(result: Any, max_distance: float) -> Any:
-    """``(indices, distances)`` with every neighbour farther than ``max_distance`` made ``-1``/inf."""
-    if not isinstance(result, tuple) or len(result) != 2:
-        return result
-    index, distance = result
-    if not isinstance(index, np.ndarray) or not isinstance(distance, np.ndarray):
-        return result
-    far = distance > np.float64(max_distance)  # in float64, as every backend compares (NEP 50 would use float32)
-    if not far.any():
-        return result
-    index, distance = index.copy(), distance.copy()
-    index[far] = -1
-    distance[far] = np.inf
-    return index, distance
-
-
-def _peaks_field_by_field(call: Call) -> Call:
-    """Peaks of a stack for a plugin that takes one field: the leading coordinates prepended, each
-    field's answer checked as a whole answer would be."""
-
-    def each(field: np.ndarray, size: int, threshold: np.float32 | None) -> Any:
-        if field.ndim == 2:
-            return call(field, size, threshold)
-        lead = field.shape[:-2]
-        fields = field.reshape(-1, *field.shape[-2:])
-        found = []
-        for i in range(fields.shape[0]):
-            peaks = call(fields[i], size, threshold)
-            problem = check_coordinates(peaks, fields.shape[1:])
-            if problem is not None:
-                raise TypeError(f"field {i} of the stack: {problem}")
-            where = np.asarray(np.unravel_index(i, lead), dtype=np.int64)
-            found.append(np.hstack([np.broadcast_to(where, (len(peaks), len(lead))), peaks]))
-        return np.concatenate(found).astype(_I64, copy=False) if found else np.empty((0, field.ndim), _I64)
-
-    return each
-
-
-def adapt_peaks(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                declaration: Declaration, operation: str) -> Call:
-    """``local_maxima(field, size, threshold)`` for one plugin."""
-    call = by_position(function, argnames, spec)
-    if not declaration.holds("stacks", operation):
-        call = _peaks_field_by_field(call)
-    return _casting(call, declaration, operation)
+def _small_points() -> Example:
+    return Example("3 points to 4", (np.zeros((3, 2)), np.ones((4, 2))))
 
 
 OPERATIONS: Final[Mapping[str, Operation]] = {
     op.name: op for op in (
-        Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)"),
-        Operation("matmul", check_array, adapt_matmul, {"out": None}, "Spectral unmixing (matmul)"),
+        Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)",
+                  reference=reference.maximum_filter, agree=agree_field, small=_small_field, bench=_filter_bench,
+                  dask="own"),
+        Operation("matmul", check_array, adapt_matmul, {"out": None}, "Spectral unmixing (matmul)",
+                  reference=reference.matmul, agree=agree_product, small=_small_product, bench=_matmul_bench,
+                  dask="own"),
         Operation("nearest_neighbours", check_neighbours, adapt_neighbours,
                   {"chunk": None, "k": 1, "max_distance": None, "metric": "euclidean"},
-                  "Cell matching (nearest_neighbours)"),
-        Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)"),
+                  "Cell matching (nearest_neighbours)",
+                  reference=reference.nearest_neighbours, agree=agree_nearest, small=_small_points,
+                  bench=_nearest_bench, dask="own"),
+        Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)",
+                  reference=reference.local_maxima, agree=agree_coordinates, small=_small_field, bench=_peaks_bench,
+                  dask="own"),
     )
 }
 """Every primitive, by name, in the order the doctor and the bench list them."""

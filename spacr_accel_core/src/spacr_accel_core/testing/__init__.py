@@ -48,6 +48,7 @@ from hypothesis import strategies as st
 
 from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins, warm_up
 from ..contract._errors import describe
+from ..operations._operations import OPERATIONS
 from ._references import assert_same_field, reference_matmul, reference_maximum_filter, reference_nearest
 from ._science import ScienceConformance
 from ._strategies import (
@@ -83,24 +84,20 @@ _FEWER = settings(_SETTINGS, max_examples=30)
 _T = TypeVar("_T")
 
 
-def _small_case(operation: str) -> tuple[tuple[Any, ...], Callable[[Any], None]]:
-    """A tiny input for ``operation`` and the check of its answer: for a backend that cannot run."""
-    if operation == "maximum_filter":
-        field = np.arange(12, dtype=np.float32).reshape(3, 4)
-        return (field, 3), lambda got: assert_same_field(got, reference_maximum_filter(field, 3))
-    if operation == "local_maxima":
-        field = np.arange(12, dtype=np.float32).reshape(3, 4)
-        return (field, 3), lambda got: np.testing.assert_array_equal(got, [[2, 3]])
-    if operation == "matmul":
-        first = np.arange(6, dtype=np.float32).reshape(2, 3)
-        second = np.ones((3, 2), np.float32)
-        return (first, second), lambda got: np.testing.assert_array_equal(got, first @ second)
+def _small_case(operation: str) -> tuple[tuple[Any, ...], dict[str, Any], Callable[[Any], None]]:
+    """The operation's small case from its table entry, and the check of an answer against its
+    reference: for a backend that cannot run here. Every operation has one (the table's record
+    requires it), so there is no fallback to another operation's."""
+    entry = OPERATIONS[operation]
+    example = entry.small()
+    keywords = dict(example.keywords)
+    expected = entry.reference(*example.args, **keywords)
 
-    def nearest(got: tuple[np.ndarray, np.ndarray]) -> None:
-        assert got[0].tolist() == [0, 0, 0]
-        assert np.allclose(got[1], np.sqrt(2))
+    def check(got: Any) -> None:
+        agrees, detail = entry.agree(expected, got)
+        assert agrees, f"{operation} on {example.label}: {detail}"
 
-    return (np.zeros((3, 2)), np.ones((4, 2))), nearest
+    return example.args, keywords, check
 
 
 def _core_filters(shape: tuple[int, ...], size: int) -> bool:
@@ -205,19 +202,35 @@ class BackendConformance(ScienceConformance):
             pytest.skip(f"backend {self.backend!r} is usable here; each check tests its declines per call")
         assert self.backend not in ops.accelerated_backends()
         for operation in row.operations or ("nearest_neighbours",):
-            args, check = _small_case(operation)
+            args, keywords, check = _small_case(operation)
             run = getattr(ops, operation)
-            check(run(*args))
+            check(run(*args, **keywords))
             dispatch = last_dispatch()
             assert dispatch is not None and dispatch.backend != self.backend, dispatch
             try:
-                forced = run(*args, backend=self.backend)
+                forced = run(*args, backend=self.backend, **keywords)
             except PluginFault:
                 raise
             except RuntimeError:
                 continue  # the clean "not here"
             check(forced)  # an unusable backend may still be forced (torch on the CPU): then it is right
         assert self._row().faults == row.faults, "declining was recorded as a fault"
+
+    def test_each_operation_answers_its_small_case_as_its_reference(self) -> None:
+        """Every operation this backend implements, forced on its table entry's small case: the
+        reference's answer, or a clean decline (a new operation is checked here with no new code)."""
+        row = self._row()
+        if row.status != "ok":
+            pytest.skip(f"backend {self.backend!r} is not usable here ({row.reason})")
+        for operation in row.operations:
+            args, keywords, check = _small_case(operation)
+            try:
+                got = getattr(ops, operation)(*args, backend=self.backend, **keywords)
+            except PluginFault:
+                raise
+            except RuntimeError:
+                continue
+            check(got)
 
     # ---- maximum_filter ----------------------------------------------------------------------
 
