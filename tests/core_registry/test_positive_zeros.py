@@ -58,7 +58,8 @@ def test_a_declared_plugin_is_passed_on_untouched_and_the_suite_holds_it_to_its_
 def test_a_declaration_that_is_neither_a_bool_nor_operation_names_makes_the_plugin_faulty(plug: Plug) -> None:
     plug(NegativeZeros("vague", declared="yes"), "vague")
     row = next(r for r in spacr_accel_core.plugins() if r.name == "vague")
-    assert row.status == "faulty" and "SPACR_ACCEL_PLUGIN.positive_zeros is 'yes', not True, False or a set of operation names" in row.reason
+    assert row.status == "faulty"
+    assert "SPACR_ACCEL_PLUGIN.positive_zeros is 'yes', not True, False or a set of operation names" in row.reason
     got = ops.maximum_filter(_ZEROS, 3)
     assert last_dispatch().backend != "vague"  # type: ignore[union-attr]
     assert not np.signbit(got).any()
