@@ -21,14 +21,15 @@ third party's.
   operation's answer) and :mod:`spacr_accel_core.testing` (the conformance suite).
 - Bounds: :func:`call_bounded`, for a driver query that might hang.
 
-This module is the one door: the shipped backends and the examples import only from here, from
-``spacr_accel_core`` itself (the contract) and, in their tests, from :mod:`spacr_accel_core.testing`
-(a test in ``tests/core_layout`` keeps it so).
 - Messages: :func:`install_command`, the command that adds an extra for how this copy was
   installed (the clone's script, or pip from an index); :func:`canonical_vendor`, a maker's name
   however a source spells it.
 - Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
   (how the core hands ``local_maxima``'s threshold to a plugin).
+
+This module is the one door: the shipped backends and the examples import only from here, from
+``spacr_accel_core`` itself (the contract) and, in their tests, from :mod:`spacr_accel_core.testing`
+(a test in ``tests/core_layout`` keeps it so).
 """
 
 from __future__ import annotations
