@@ -20,6 +20,7 @@ third party's.
 - Reference implementations: :mod:`spacr_accel_core.reference` (the plain definitions of every
   operation's answer) and :mod:`spacr_accel_core.testing` (the conformance suite).
 - Bounds: :func:`call_bounded`, for a driver query that might hang.
+- Settings: :func:`setting_value`, a setting the plugin declares, read where the core reads its own.
 
 - Messages: :func:`install_command`, the command that adds an extra for how this copy was
   installed (the clone's script, or pip from an index); :func:`canonical_vendor`, a maker's name
@@ -46,7 +47,7 @@ from .contract._records import Accelerator, canonical_vendor
 from .devices._machine import host_devices, resolve
 from .devices._probers import DeviceRequest, device_request, parse_device
 from .dispatch._bounded import call_bounded
-from .dispatch._settings import ENV_DEVICE
+from .dispatch._settings import ENV_DEVICE, setting_value
 from .exact import (
     EXACT_IN_FLOAT32,
     ExpansionPlan,
@@ -101,6 +102,7 @@ __all__ = [
     "resolve",
     "run_parts",
     "search_distinct",
+    "setting_value",
     "threshold_below",
     "tiled",
 ]

@@ -21,12 +21,24 @@ from typing import Any, Final
 
 import numpy as np
 
-from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core.toolkit import HOST_PASS_BYTES, PrecisionWindow, describe, install_command, pass_budget
+from spacr_accel_core import BackendOutOfMemory, BackendUnavailable, Setting
+from spacr_accel_core.toolkit import (
+    HOST_PASS_BYTES,
+    PrecisionWindow,
+    describe,
+    install_command,
+    pass_budget,
+    setting_value,
+)
 
 from . import _driver
 
 __all__ = ["Kit", "cupy_kit", "ieee_unit", "numpy_kit", "translate"]
+
+PASS_BYTES: Final = Setting("SPACR_ACCEL_CUPY_PASS_BYTES", "a share of free device memory",
+                            "bytes one pass of a primitive may hold on the card (lower it beside another job)")
+TF32: Final = Setting("CUPY_TF32", "0", "CuPy's TF32 products; the backend widens its exactness window for them")
+"""The settings this plugin declares, each named once (its declaration lists them, this module reads them)."""
 
 _OOM_WORDS = re.compile(r"out of memory|MemoryAllocation|ALLOC_FAILED", re.IGNORECASE)
 
@@ -74,7 +86,7 @@ class Kit:
 
     def budget(self) -> int:
         """Bytes one pass may use now: measured on a card, a cache-sized constant on the host."""
-        return pass_budget(self.free_bytes(), override=os.environ.get("SPACR_ACCEL_CUPY_PASS_BYTES"),
+        return pass_budget(self.free_bytes(), override=setting_value(PASS_BYTES),
                            host=HOST_PASS_BYTES)
 
 
@@ -131,7 +143,7 @@ def cupy_kit() -> Kit:
 def _env_tf32() -> bool:
     """``CUPY_TF32`` as CuPy reads it (an integer, non-zero enables TF32 on cards that have it)."""
     try:
-        return int(os.environ.get("CUPY_TF32", "0").strip() or "0") != 0
+        return int((setting_value(TF32) or "0").strip() or "0") != 0
     except ValueError:
         return True  # unreadable: assume the worst, it only costs a float64 product
 

@@ -18,14 +18,13 @@ from spacr_accel_core import (
     BackendInfo,
     BackendUnavailable,
     Declaration,
-    Setting,
     cpu_requested,
     hookimpl,
 )
 from spacr_accel_core.toolkit import ENV_DEVICE, call_bounded, call_translated, device_request, install_command
 
 from . import _driver
-from ._kit import Kit, cupy_kit, translate
+from ._kit import PASS_BYTES, TF32, Kit, cupy_kit, translate
 
 NAME = "cupy"
 PRIORITY = 200.0
@@ -33,11 +32,7 @@ PRIORITY = 200.0
 
 SPACR_ACCEL_PLUGIN = Declaration(
     name=NAME, priority=PRIORITY, accelerated=True,
-    settings=(
-        Setting("SPACR_ACCEL_CUPY_PASS_BYTES", "a share of free device memory",
-                "bytes one pass of a primitive may hold on the card (lower it beside another job)"),
-        Setting("CUPY_TF32", "0", "CuPy's TF32 products; the backend widens its exactness window for them"),
-    ),
+    settings=(PASS_BYTES, TF32),
 )
 """What this plugin is, read by the core without a call (and so without importing CuPy)."""
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from spacr_accel_core import BackendInfo, Declaration, Setting, cpu_requested, hookimpl
+from spacr_accel_core import BackendInfo, Declaration, cpu_requested, hookimpl
 from spacr_accel_core.toolkit import (
     ENV_DEVICE,
     Accelerator,
@@ -29,6 +29,7 @@ from ._probe import (  # noqa: F401  (re-exported: pluggy registers the module's
     spacr_accel_neural_engines,
     spacr_accel_probe,
 )
+from ._settings import MPS_FALLBACK, PASS_BYTES
 
 NAME = "torch"
 PRIORITY = 300.0
@@ -36,12 +37,7 @@ PRIORITY = 300.0
 
 SPACR_ACCEL_PLUGIN = Declaration(
     name=NAME, priority=PRIORITY, accelerated=True,
-    settings=(
-        Setting("SPACR_ACCEL_TORCH_PASS_BYTES", "a share of free device memory",
-                "bytes one pass of a primitive may hold on the device (lower it beside another job)"),
-        Setting("PYTORCH_ENABLE_MPS_FALLBACK", "1 on macOS",
-                "run operators Metal lacks on the CPU instead of raising (read by torch at import)"),
-    ),
+    settings=(PASS_BYTES, MPS_FALLBACK),
 )
 """What this plugin is, read by the core without a call (and so without importing torch)."""
 

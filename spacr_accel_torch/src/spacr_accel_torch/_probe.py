@@ -67,10 +67,11 @@ from ._arch import (
     _unreachable_card,
     _xpu,
 )
+from ._settings import MPS_FALLBACK
 
 logger = logging.getLogger(__name__)
 
-FALLBACK_ENV: Final = "PYTORCH_ENABLE_MPS_FALLBACK"
+FALLBACK_ENV: Final = MPS_FALLBACK.environment
 """torch's switch that sends operators Metal lacks to the CPU instead of raising."""
 
 ANE: Final = "Apple Neural Engine (CoreML only)"

@@ -22,9 +22,18 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable
-from spacr_accel_core.toolkit import HOST_PASS_BYTES, PrecisionWindow, describe, install_command, pass_budget
+from spacr_accel_core.toolkit import (
+    HOST_PASS_BYTES,
+    PrecisionWindow,
+    describe,
+    install_command,
+    pass_budget,
+    setting_value,
+)
 from spacr_accel_core.toolkit import first_line as _first_line
 from spacr_accel_core.toolkit import tiled as run_tiles
+
+from ._settings import PASS_BYTES
 
 if TYPE_CHECKING:
     import torch
@@ -231,7 +240,7 @@ def free_bytes(device: Device) -> int | None:
 
 def budget(device: Device) -> int:
     """Bytes one pass of a primitive may use on ``device`` now (the room measured, not assumed)."""
-    override = os.environ.get("SPACR_ACCEL_TORCH_PASS_BYTES")
+    override = setting_value(PASS_BYTES)
     if device.is_cpu:
         return pass_budget(None, override=override, host=HOST_PASS_BYTES)
     # A device that cannot say how much is free gets a fixed gigabyte per pass.

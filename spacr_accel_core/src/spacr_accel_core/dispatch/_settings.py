@@ -261,6 +261,12 @@ def operation_variables() -> tuple[str, ...]:
     return tuple(sorted(name for name in os.environ if name.startswith(ENV_OPERATION_PREFIX)))
 
 
+def setting_value(setting: Setting) -> str | None:
+    """A plugin's declared setting as set now (``None`` when unset): a plugin reads its own settings
+    here, where the core reads its own and the doctor shows them."""
+    return os.environ.get(setting.environment)
+
+
 def device_text() -> str:
     """:data:`ENV_DEVICE` as set now (parsed by :func:`spacr_accel_core.accelerator.device_request`)."""
     return read(ENV_DEVICE)
