@@ -68,3 +68,12 @@ def test_hamming_on_blocks():
     np.testing.assert_array_equal(distance, expected_distance)
     with pytest.raises(TypeError, match="uint8"):
         sad.nearest_neighbours(da.from_array(source.astype(np.float32), chunks=20), target, metric="hamming")
+
+
+def test_local_maxima_with_the_leading_axes_split_out_of_order_are_row_major():
+    # A block holding two fields of axis 0 but one of axis 1: concatenated in block order, the
+    # peaks would come back (0, 0), (1, 0), (0, 1), (1, 1) instead of in row-major order.
+    field = np.random.default_rng(0).choice(np.array([0.0, 1.0, 2.0, np.nan], np.float32), size=(2, 2, 8, 6))
+    with dask.config.set(scheduler="synchronous"):
+        got = sad.local_maxima(da.from_array(field, chunks=(2, 1, 8, 1)), 0).compute()
+    np.testing.assert_array_equal(got, ops.local_maxima(field, 0))

@@ -484,6 +484,9 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = Tr
     axis, height = array.ndim - 2, array.shape[-2]
     if len(array.chunks[axis]) > 1 and array.ndim > 2:  # rows split: one field per block, so order holds
         array = array.rechunk(dict.fromkeys(range(axis), 1))
+    split = [i for i in range(axis) if len(array.chunks[i]) > 1]
+    if split:  # block order is row-major only if the leading axes before the last split one go one by one
+        array = array.rechunk(dict.fromkeys(range(split[-1]), 1))
     halo = 0 if len(array.chunks[axis]) == 1 else (min(max(window, 1), 2 * height - 1) - 1) // 2
     if halo:  # as dask's overlap would rechunk, but here, so the origins below are the blocks'
         from dask.array.overlap import ensure_minimum_chunksize
