@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 
+from . import config  # noqa: F401  (spacr_accel_core.config without importing it, as ever)
 from .contract._declaration import Declaration, Setting
 from .contract._errors import (
     BackendDeclined,
