@@ -14,7 +14,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DISTRIBUTIONS = ("spacr_accel_core", "spacr_accel_numpy", "spacr_accel_numba", "spacr_accel_torch",
                  "spacr_accel_cupy")
-MODULES = sorted(path for name in DISTRIBUTIONS for path in (ROOT / name / "src" / name).rglob("*.py"))
+MODULES = sorted([*(path for name in DISTRIBUTIONS for path in (ROOT / name / "src" / name).rglob("*.py")),
+                  *(ROOT / "examples").glob("*/src/*/*.py")])
 
 
 def _id(path: pathlib.Path) -> str:
@@ -41,7 +42,7 @@ def test_functions_are_at_most_60_lines(module):
 
 
 def test_the_size_check_reads_every_distribution():
-    assert {path.relative_to(ROOT).parts[0] for path in MODULES} == set(DISTRIBUTIONS)
+    assert {path.relative_to(ROOT).parts[0] for path in MODULES} == {*DISTRIBUTIONS, "examples"}
 PRIVATE_IMPORT = re.compile(r"^\s*(?:from|import)\s+(spacr_accel_\w+)\.(_\w+)", re.MULTILINE)
 
 
