@@ -47,7 +47,7 @@ def _pool(tiles: torch.Tensor, sizes: tuple[int, int]) -> torch.Tensor:
 def _rows(fields: np.ndarray, sizes: tuple[int, int], device: Device) -> int:
     """Output rows of every field per tile, from the pass budget."""
     count, _height, width = fields.shape
-    return max(1, budget(device) // (_GPU_BYTES_PER_PIXEL * width * count) - (sizes[0] - 1))
+    return max(1, budget(device) // (_GPU_BYTES_PER_PIXEL * int(width) * int(count)) - (sizes[0] - 1))
 
 
 def maximum_filter_stack(field: np.ndarray, size: int, device: Device) -> np.ndarray:
