@@ -149,6 +149,8 @@ def _blocks(source: np.ndarray, target: np.ndarray, chunk: int, k: int, limit: f
     room = budget(device)
     itemsize = torch.finfo(dtype).bits // 8
     first_tile = max(1, min(chunk // per_source_block, room // max(1, t_blocks.shape[0] * (3 * itemsize + 2))))
+    if limit * (1.0 + 2.0 * relative) + 2.0 * absolute > torch.finfo(dtype).max:
+        limit = math.inf  # a bound beyond the search's own range prunes nothing
     margin = (relative, absolute, limit)
 
     def step(start: int, stop: int) -> None:
