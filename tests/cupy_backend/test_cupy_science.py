@@ -199,3 +199,15 @@ def test_passes_take_a_fraction_of_the_reported_free_memory(monkeypatch: pytest.
     flat = field.reshape(-1, 96, 96)
     for number, plane in enumerate(got.reshape(flat.shape)):
         assert np.array_equal(plane, reference_maximum_filter(flat[number], 5))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 7])
+def test_wide_rows_take_the_bound_from_group_minima_and_stay_exact(k: int) -> None:
+    """Thousands of targets: the ``k``-th place bounded by the minima of column groups (one pass)."""
+    rng = np.random.default_rng(k)
+    source = rng.uniform(0, 100, (300, 2)).astype(np.float32)
+    target = np.vstack([rng.integers(0, 100, (2000, 2)), rng.uniform(0, 100, (1500, 2))]).astype(np.float32)
+    index, found = _knearest.k_nearest(KIT, source, target, 128, k, 3.0 if k == 7 else None)
+    expected_index, expected_found = reference.k_nearest(source, target, k, 3.0 if k == 7 else None)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)

@@ -65,6 +65,24 @@ def _first_k(xp: Any, local: Any, cols: Any, exact: Any, count: int, k: int) -> 
     return index, best
 
 
+_GROUPS_PER_PLACE = 8
+
+
+def _kth_bound(xp: Any, approx: Any, have: int) -> Any:
+    """Per row a value at least its ``have``-th smallest: every target of the ``have`` nearest is at
+    or below it. The ``have``-th smallest of ANY ``have`` distinct entries is such a bound, so the
+    row is cut into groups whose minima take one reduction pass, and the ``have``-th smallest of
+    those few minima is taken (a partition of a whole million-column row would sort it on the card).
+    """
+    rows, m = approx.shape
+    groups = _GROUPS_PER_PLACE * have
+    if m < 4 * groups:
+        return xp.partition(approx, have - 1, axis=1)[:, have - 1] if have < m else approx.max(axis=1)
+    width = m // groups
+    minima = approx[:, :groups * width].reshape(rows, groups, width).min(axis=2)
+    return xp.partition(minima, have - 1, axis=1)[:, have - 1]
+
+
 def _brute(xp: Any, s_dev: Any, t_dev: Any, k: int) -> tuple[Any, Any]:
     """Rows ``s_dev`` against every target by the contract's arithmetic: the first ``k``."""
     exact = exact_squared(s_dev[:, None, :], t_dev[None, :, :])
@@ -105,8 +123,7 @@ def k_nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int, k: i
 
     def step(start: int, stop: int) -> None:
         approx = xp.matmul(left[start:stop], right)
-        kth = xp.partition(approx, have - 1, axis=1)[:, have - 1] if have < m else approx.max(axis=1)
-        nominated = approx <= (kth + margin[start:stop])[:, None]
+        nominated = approx <= (_kth_bound(xp, approx, have) + margin[start:stop])[:, None]
         del approx
         if int(xp.count_nonzero(nominated)) > _CANDIDATES_PER_ROW * have * (stop - start) + _CANDIDATE_ALLOWANCE:
             del nominated

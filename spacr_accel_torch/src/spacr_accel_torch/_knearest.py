@@ -121,8 +121,10 @@ def _pass(sources: torch.Tensor, source_ids: torch.Tensor, t_blocks: torch.Tenso
         kth = torch.topk(flat, k, dim=1, largest=False).values[:, -1]
     else:
         kth = torch.full((flat.shape[0],), math.inf, dtype=flat.dtype, device=flat.device)
-    threshold = torch.clamp(kth * (1.0 + relative) + absolute, max=limit * (1.0 + relative) + absolute)
-    nominated = (flat <= threshold[:, None]) & torch.isfinite(flat)
+    # Capped below infinity: the masked entries (inf) are never nominated, with no isfinite pass.
+    cap = min(limit * (1.0 + relative) + absolute, float(torch.finfo(flat.dtype).max))
+    threshold = torch.clamp(kth * (1.0 + relative) + absolute, max=cap)
+    nominated = flat <= threshold[:, None]
     local, position = torch.nonzero(nominated, as_tuple=True)
     block = chosen.reshape(-1)[(local // per_block) * width + position // BLOCK]
     cols = t_ids[block, position % BLOCK]
