@@ -211,3 +211,15 @@ def test_wide_rows_take_the_bound_from_group_minima_and_stay_exact(k: int) -> No
     expected_index, expected_found = reference.k_nearest(source, target, k, 3.0 if k == 7 else None)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_hamming_over_thousands_of_targets_takes_the_bound_from_group_minima(k: int) -> None:
+    rng = np.random.default_rng(10 + k)
+    pool = rng.integers(0, 256, (40, 32), dtype=np.uint8)  # few distinct rows: ties at every place
+    source = pool[rng.integers(0, 40, 200)]
+    target = np.vstack([pool[rng.integers(0, 40, 1500)], rng.integers(0, 256, (1500, 32), dtype=np.uint8)])
+    index, found = _knearest.hamming(KIT, source, target, 64, k, 100 if k == 5 else None)
+    expected_index, expected_found = reference.hamming_nearest(source, target, k, 100 if k == 5 else None)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)

@@ -14,7 +14,8 @@ HAMMING. The bits unpacked to 0/1 make a count a product: ``|a| + |b| - 2 a.b``.
 ``[2 a, -1]`` by ``[b, |b|]`` gives ``2 a.b - |b|`` for every pair, an integer of at most ``16 B``
 in magnitude at every partial sum, so exact in float32 (and under TF32, whose inputs here are all
 small integers, with float32 accumulation). The order (count, index) is the order of the unique
-integer key ``(8 B - score) M + index``, partitioned for the first ``k``.
+integer key ``(8 B - score) M + index``: the keys at or below a bound on the ``k``-th smallest (the
+minima of column groups, as for the Euclidean search) are the candidates, sorted per row.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def _kth_bound(xp: Any, approx: Any, have: int) -> Any:
 def _brute(xp: Any, s_dev: Any, t_dev: Any, k: int) -> tuple[Any, Any]:
     """Rows ``s_dev`` against every target by the contract's arithmetic: the first ``k``."""
     exact = exact_squared(s_dev[:, None, :], t_dev[None, :, :])
-    order = xp.argsort(exact, axis=1, kind="stable")[:, :k]
+    # CuPy's sort is always stable and takes no other kind; NumPy's must be asked for it.
+    order = xp.argsort(exact, axis=1, **({"kind": "stable"} if xp is np else {}))[:, :k]
     return order.astype(xp.int64), xp.take_along_axis(exact, order, axis=1)
 
 
@@ -145,9 +147,15 @@ def k_nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int, k: i
     return np.asarray(kit.to_host(index), dtype=np.int64), np.asarray(kit.to_host(found), dtype=_F32)
 
 
+def _bits(xp: Any, rows: Any) -> Any:
+    """uint8 rows of packed bits as rows of 0/1 (CuPy's ``unpackbits`` takes no axis: the rows are
+    unpacked flat, which in C order is row after row)."""
+    return xp.unpackbits(xp.ascontiguousarray(rows).ravel()).reshape(rows.shape[0], -1)
+
+
 def _unpacked(xp: Any, bits: Any, left: bool) -> Any:
     """``[2 a, -1]`` (``left``) or ``[b, |b|]`` transposed, float32, from uint8 rows of packed bits."""
-    ones = xp.unpackbits(bits, axis=1).astype(xp.float32)
+    ones = _bits(xp, bits).astype(xp.float32)
     if left:
         return xp.concatenate([ones * 2, xp.full((ones.shape[0], 1), -1, dtype=xp.float32)], axis=1)
     return xp.ascontiguousarray(xp.concatenate([ones, ones.sum(axis=1, keepdims=True)], axis=1).T)
@@ -170,7 +178,7 @@ def hamming(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int, k: int
     have = min(k, m)
     s_bits, t_bits = kit.to_device(source), kit.to_device(target)
     left, right = _unpacked(xp, s_bits, True), _unpacked(xp, t_bits, False)
-    s_count = xp.unpackbits(s_bits, axis=1).sum(axis=1, dtype=xp.int64)
+    s_count = _bits(xp, s_bits).sum(axis=1, dtype=xp.int64)
     columns = xp.arange(m, dtype=xp.int64)
     limit = None if max_distance is None or max_distance >= 8 * width else math.floor(max_distance)
     index = xp.full((n, k), -1, dtype=xp.int64)
@@ -182,10 +190,12 @@ def hamming(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int, k: int
         score = xp.matmul(left[start:stop], right)
         key = (offset - score).astype(xp.int64) * m + columns[None, :]
         del score
-        first = xp.partition(key, have - 1, axis=1)[:, :have] if have < m else key
-        first = xp.sort(first, axis=1)[:, :have]
-        count = s_count[start:stop, None] + (first // m - offset)
-        chosen = first % m
+        local, cols = xp.nonzero(key <= _kth_bound(xp, key, have)[:, None])
+        local, cols = local.astype(xp.int64), cols.astype(xp.int64)
+        # Unique keys below 2**53: exact in float64, so (row, key) order is (count, index) order.
+        chosen, first = _first_k(xp, local, cols, key[local, cols].astype(xp.float64), stop - start, have)
+        del key
+        count = s_count[start:stop, None] + (first.astype(xp.int64) // m - offset)
         if limit is not None:
             chosen = xp.where(count > limit, -1, chosen)
         index[start:stop, :have] = chosen
