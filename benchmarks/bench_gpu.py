@@ -161,15 +161,19 @@ def main() -> int:
         shown_speed = f"{row.speedup:8.1f}x" if row.speedup is not None else f"{'-':>9}"
         print(f"{row.operation:<40} {row.backend:<7} {shown_resident} {shown_e2e} {shown_speed}  "
               f"{row.agrees:<10} {row.target}")
-    if not args.primitives_only:  # the science calls' table: k nearest, Hamming, a stack's peaks
-        import os
-
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import bench_gpu_science
-
-        print()
-        failed |= bench_gpu_science.table(args.small, args.backends, args.force) != 0
+    failed |= not args.primitives_only and science_table(args.small, args.backends, args.force) != 0
     return 1 if failed else 0
+
+
+def science_table(small: bool, backends: str, force: bool) -> int:
+    """The science calls' table (k nearest, Hamming, a stack's peaks) of ``bench_gpu_science.py``."""
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_gpu_science
+
+    print()
+    return bench_gpu_science.table(small, backends, force)
 
 
 def measure_resident(name: str, operation: str, operands: tuple[Any, ...], end_to_end: float,
