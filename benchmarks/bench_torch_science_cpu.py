@@ -17,6 +17,7 @@ non-zero when a target is missed or an answer differs.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -71,8 +72,8 @@ def main() -> int:
         by_numba = call(backend="numba")
         by_torch = call(backend="torch", gpu=False)
         agrees = same(floor, by_numba) and same(floor, by_torch)
-        numba_s, torch_s = alternating(args.repeats, lambda: call(backend="numba"),
-                                       lambda: call(backend="torch", gpu=False))
+        numba_s, torch_s = alternating(args.repeats, functools.partial(call, backend="numba"),
+                                       functools.partial(call, backend="torch", gpu=False))
         ratio = torch_s / numba_s
         failed |= ratio > 3.0 or not agrees
         print(f"{label:<40} {numba_s:>9.3f} {torch_s:>9.3f} {ratio:>11.1f}x {'<= 3x':>7} "
