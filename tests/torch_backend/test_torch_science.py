@@ -22,7 +22,7 @@ import spacr_accel_core
 from spacr_accel_core import BackendDeclined, BackendInfo, hookimpl, last_dispatch, ops, reference, use
 from spacr_accel_core.accelerator import DeviceMemory
 from spacr_accel_core.testing import reference_maximum_filter
-from spacr_accel_torch import _hamming, _knearest, _plugin, _room, _runtime, _stacks
+from spacr_accel_torch import _grid, _hamming, _knearest, _plugin, _room, _runtime, _stacks
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
@@ -73,6 +73,40 @@ def test_k_nearest_within_a_distance_equals_the_reference(points: tuple[np.ndarr
     expected_index, expected_found = reference.k_nearest(source, target, k, bound)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(["uniform", "lattice", "elongated", "far"]), width=st.integers(1, 3),
+       k=st.integers(1, 9), bound=st.sampled_from([None, 0.0, 0.5, 3.0]), seed=st.integers(0, 2**32 - 1))
+def test_the_cpu_grid_is_exact_where_it_settles_and_the_rest_goes_to_the_blocks(
+        kind: str, width: int, k: int, bound: float | None, seed: int) -> None:
+    """Sources near sparse regions, outside the targets' box, on lattices full of equal distances:
+    the grid settles what it can prove, the block search the rest, together equal to the reference."""
+    rng = np.random.default_rng(seed)
+    scale = {"uniform": 40.0, "lattice": 1.0, "elongated": 1.0, "far": 40.0}[kind]
+    source = rng.uniform(-10, 10, (300, width)) * scale
+    target = rng.uniform(-10, 10, (900, width)) * scale
+    if kind == "lattice":
+        source, target = np.round(source), np.round(target)
+    if kind == "elongated":
+        target[:, 0] *= 1000.0
+    if kind == "far":
+        source[:20] += 1e4  # far beyond every target, outside the grid
+    source, target = source.astype(np.float32), target.astype(np.float32)
+    index, found = _knearest.k_nearest(source, target, 4096, k, bound, CPU)
+    expected_index, expected_found = reference.k_nearest(source, target, k, bound)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)
+
+
+def test_the_grid_settles_uniform_points_and_refuses_clusters() -> None:
+    rng = np.random.default_rng(12)
+    target = rng.uniform(0, 1000, (5000, 2)).astype(np.float32)
+    source = rng.uniform(0, 1000, (2000, 2)).astype(np.float32)
+    settled = _grid.grid_search(source, target, 4096, 4, np.inf)
+    assert settled is not None and settled[2].mean() > 0.95
+    clustered = np.vstack([rng.standard_normal((4000, 2)) * 1e-3, rng.uniform(0, 1000, (1000, 2))])
+    assert _grid.grid_search(source, clustered.astype(np.float32), 4096, 4, np.inf) is None
 
 
 def test_copies_of_one_point_give_their_first_k_copies() -> None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from spacr_accel_core.exact import distances, distinct_rows, exact_squared
 
+from ._grid import grid_search
 from ._nearest import BLOCK, _blocked, _bounds, _float32_fits, _lower_bounds, _squared, _tile_order, _upper_bounds
 from ._runtime import Device, budget, tensor, tiled
 
@@ -227,9 +228,20 @@ def k_nearest(source: np.ndarray, target: np.ndarray, chunk: int, k: int, max_di
         dtype = torch.float64
         if not device.float64:
             device = Device(torch.device("cpu"), True)  # squares beyond float32 on a device without doubles
-    verdict = _KVerdict(searched_source, searched_target, have, device)
-    _blocks(searched_source, searched_target, chunk, have, search_bound(max_distance), device, dtype, verdict)
-    found, squared = verdict.result()
+    limit = search_bound(max_distance)
+    gridded = grid_search(searched_source, searched_target, chunk, have, limit) if device.is_cpu else None
+    if gridded is None:
+        verdict = _KVerdict(searched_source, searched_target, have, device)
+        _blocks(searched_source, searched_target, chunk, have, limit, device, dtype, verdict)
+        found, squared = verdict.result()
+    else:
+        found, squared, settled = gridded
+        rest = np.flatnonzero(~settled)
+        if rest.size:  # the sources the grid could not settle: the block search
+            verdict = _KVerdict(np.ascontiguousarray(searched_source[rest]), searched_target, have, device)
+            _blocks(np.ascontiguousarray(searched_source[rest]), searched_target, chunk, have, limit, device,
+                    dtype, verdict)
+            found[rest], squared[rest] = verdict.result()
     if targets is not None:
         keep, owner = targets
         found, squared = _expand(found, squared, _copies(owner, keep.shape[0], k), k)
