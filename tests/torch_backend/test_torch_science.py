@@ -319,3 +319,19 @@ def test_a_device_without_doubles_still_serves_k_and_the_bound_exactly(gpu_torch
     expected_index, expected_found = reference.k_nearest(points, points[::2], 3, 2.0)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
+
+
+def test_read_only_inputs_raise_no_warning() -> None:
+    """The core hands plugins read-only arrays; torch warns when one is shared, so none is."""
+    import warnings
+
+    rng = np.random.default_rng(13)
+    points = rng.uniform(0, 100, (500, 2)).astype(np.float32)
+    bits = rng.integers(0, 256, (100, 32), dtype=np.uint8)
+    stack = rng.integers(0, 4, (2, 20, 20)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ops.nearest_neighbours(points, points[::-1], k=3, max_distance=5.0, backend="torch", gpu=False)
+        ops.nearest_neighbours(bits, bits[::-1], k=2, metric="hamming", backend="torch", gpu=False)
+        ops.local_maxima(stack, 3, backend="torch", gpu=False)
+        ops.maximum_filter(stack, 3, backend="torch", gpu=False)

@@ -156,8 +156,8 @@ def grid_search(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
 
     if source.shape[1] > WIDEST or target.shape[0] < 64:
         return None
-    t64 = torch.from_numpy(target).to(torch.float64)
-    s64 = torch.from_numpy(source).to(torch.float64)
+    t64 = torch.from_numpy(target.astype(np.float64))  # a fresh, writable copy: no read-only warning
+    s64 = torch.from_numpy(source.astype(np.float64))
     per_cell = 2.0 + k / 2  # the k-th nearest well inside one cell's width: nearly every source settles here
     grid = _Grid(t64, per_cell)
     if not grid.usable:
