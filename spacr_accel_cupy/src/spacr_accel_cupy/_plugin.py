@@ -1,4 +1,4 @@
-"""The CuPy backend's hookimpls: the three primitives on an NVIDIA card through CuPy.
+"""The CuPy backend's hookimpls: the primitives on an NVIDIA card through CuPy.
 
 Usable only where a CUDA device answers. CuPy installs and imports on machines without one (and
 then every call raises ``CUDARuntimeError``), so importability proves nothing: the device count
@@ -33,7 +33,7 @@ PRIORITY = 200.0
 """Below torch, above numpy: spaCR's order."""
 
 SPACR_ACCEL_PLUGIN = Declaration(
-    name=NAME, priority=PRIORITY, accelerated=True,
+    name=NAME, priority=PRIORITY, accelerated=True, stacks=True,
     settings=(
         Setting("SPACR_ACCEL_CUPY_PASS_BYTES", "a share of free device memory",
                 "bytes one pass of a primitive may hold on the card (lower it beside another job)"),
@@ -114,9 +114,16 @@ def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
 
 @hookimpl
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    from ._ops import maximum_filter
+    from ._peaks import maximum_filter_stack
 
-    return _run("maximum_filter", maximum_filter, field, size)
+    return _run("maximum_filter", maximum_filter_stack, field, size)
+
+
+@hookimpl
+def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
+    from ._peaks import local_maxima
+
+    return _run("local_maxima", local_maxima, field, size, threshold)
 
 
 @hookimpl
@@ -127,8 +134,8 @@ def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 
 @hookimpl
-def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray,
-                                   chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    from ._ops import nearest
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
+                                   max_distance: float | None, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    from ._knearest import nearest_neighbours
 
-    return _run("nearest_neighbours", nearest, source, target, chunk)
+    return _run("nearest_neighbours", nearest_neighbours, source, target, chunk, k, max_distance, metric)

@@ -32,7 +32,7 @@ PRIORITY = 300.0
 """Highest of the shipped backends (spaCR's order: torch, then cupy, then numpy)."""
 
 SPACR_ACCEL_PLUGIN = Declaration(
-    name=NAME, priority=PRIORITY, accelerated=True,
+    name=NAME, priority=PRIORITY, accelerated=True, stacks=True,
     settings=(
         Setting("SPACR_ACCEL_TORCH_PASS_BYTES", "a share of free device memory",
                 "bytes one pass of a primitive may hold on the device (lower it beside another job)"),
@@ -120,16 +120,16 @@ def _run(what: str, work: Callable[..., _T], *args: Any) -> _T:
 
 @hookimpl
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    from ._ops import maximum_filter
+    from ._stacks import maximum_filter_stack
 
-    return _run("maximum_filter", maximum_filter, field, size)
+    return _run("maximum_filter", maximum_filter_stack, field, size)
 
 
 @hookimpl
 def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
-    from ._ops import local_maxima
+    from ._stacks import local_maxima_stack
 
-    return _run("local_maxima", local_maxima, field, size, threshold)
+    return _run("local_maxima", local_maxima_stack, field, size, threshold)
 
 
 @hookimpl
@@ -140,8 +140,8 @@ def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:  # 
 
 
 @hookimpl
-def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray,
-                                   chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    from ._nearest import nearest
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
+                                   max_distance: float | None, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    from ._serve import nearest_neighbours
 
-    return _run("nearest_neighbours", nearest, source, target, chunk)
+    return _run("nearest_neighbours", nearest_neighbours, source, target, chunk, k, max_distance, metric)
