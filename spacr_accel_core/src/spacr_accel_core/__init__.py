@@ -19,6 +19,7 @@ from ._errors import (
 )
 from ._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
 from ._records import BackendInfo, Dispatch, HostDevice, PluginStatus
+from ._registration import Registration
 from ._registry import REGISTRY, Registry, cpu_requested, use
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "NoBackendError",
     "PluginFault",
     "PluginStatus",
+    "Registration",
     "Registry",
     "Setting",
     "cpu_requested",

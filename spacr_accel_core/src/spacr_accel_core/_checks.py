@@ -256,3 +256,84 @@ def neighbour_count(k: Any) -> int:
     if count < 1:
         raise ValueError(f"k must be at least 1 neighbour, got {count}")
     return count
+
+
+def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``points`` as C-contiguous int64 ``(N, 2)`` rows ``(y, x)``, each a pixel of a field of ``shape``.
+
+    A point outside the field has no window to read (NumPy's negative indices would read the
+    opposite edge), and a fractional one no centre pixel, so both are refused, not rounded.
+    """
+    try:
+        array = np.asarray(points)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise ValueError(f"points cannot be read as an (N, 2) array: {describe(exc)}") from None
+    if array.size == 0 and array.ndim <= 2:
+        array = array.reshape(0, 2)
+    if array.ndim != 2 or array.shape[1] != 2:
+        raise ValueError(f"points must be an (N, 2) array of (y, x) rows, got shape {array.shape}")
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
+    if array.dtype.kind == "f":
+        if not (np.isfinite(array).all() and (array == np.floor(array)).all()):
+            raise ValueError("points must be whole pixel coordinates; got a fractional or non-finite one")
+        if array.size and np.abs(array).max() >= 2.0 ** 62:
+            raise ValueError("points holds a coordinate outside the field")
+    rows = np.ascontiguousarray(array, dtype=_I64)
+    height, width = shape[-2:]
+    outside = (rows[:, 0] < 0) | (rows[:, 0] >= height) | (rows[:, 1] < 0) | (rows[:, 1] >= width)
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        raise ValueError(f"points holds {int(outside.sum())} point(s) outside the {height} x {width} field, "
+                         f"the first ({rows[first, 0]}, {rows[first, 1]}) at row {first}")
+    return rows
+
+
+def expected_shift(expected: Any) -> tuple[int, int]:
+    """The shift a registration expects, ``(rows, columns)``, as two whole numbers."""
+    if isinstance(expected, (str, bytes)) or not hasattr(expected, "__len__") or len(expected) != 2:
+        raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {expected!r}")
+    return _integer(expected[0], "expected[0]"), _integer(expected[1], "expected[1]")
+
+
+def _non_negative(value: Any, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a non-negative number, got {type(value).__name__} ({value!r})")
+    number = float(value)
+    if not number >= 0.0:
+        raise ValueError(f"{name} must be a non-negative number of pixels, got {value!r}")
+    return number
+
+
+def shift_tolerance(tolerance: Any) -> tuple[float, float] | None:
+    """``None``, one distance for both axes, or ``(rows, columns)``: how far from the expected shift
+    a registration may land and be accepted (the two axes differ: a stage's skew is across)."""
+    if tolerance is None:
+        return None
+    if isinstance(tolerance, (tuple, list, np.ndarray)):
+        if len(tolerance) != 2:
+            raise ValueError(f"tolerance must be one number or a (rows, columns) pair, got {tolerance!r}")
+        return _non_negative(tolerance[0], "tolerance[0]"), _non_negative(tolerance[1], "tolerance[1]")
+    both = _non_negative(tolerance, "tolerance")
+    return both, both
+
+
+def ratio_floor(min_peak_ratio: Any) -> float:
+    """``min_peak_ratio`` as a float; NaN would accept nothing silently, so it is refused."""
+    if isinstance(min_peak_ratio, (bool, np.bool_)) or not isinstance(
+            min_peak_ratio, (int, float, np.integer, np.floating)):
+        raise TypeError(f"min_peak_ratio must be a number, got {type(min_peak_ratio).__name__}")
+    value = float(min_peak_ratio)
+    if math.isnan(value):
+        raise ValueError("min_peak_ratio is NaN")
+    return value
+
+
+def field_pair(first: np.ndarray, second: np.ndarray) -> None:
+    """Two inputs of one shape ``(..., H, W)`` with non-empty fields: the shapes registration takes."""
+    if first.shape != second.shape:
+        raise ValueError(f"first and second must have one shape, got {first.shape} and {second.shape}")
+    if first.ndim < 2:
+        raise ValueError(f"first and second must be 2-D fields (or stacks (..., H, W)), got shape {first.shape}")
+    if 0 in first.shape[-2:]:
+        raise ValueError(f"first and second have empty fields (shape {first.shape})")

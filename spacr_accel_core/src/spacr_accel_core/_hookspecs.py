@@ -176,3 +176,41 @@ def spacr_accel_local_maxima(  # type: ignore[empty-body]  # a specification has
         ``v``, ``v > t`` is exactly "above the caller's threshold"; compare in float32.
     :returns: int64 coordinates ``(P, field.ndim)`` in row-major order; a NaN is never a peak.
     """
+
+
+@hookspec
+def spacr_accel_window_maxima(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray, points: np.ndarray, size: int
+) -> np.ndarray:
+    """The maximum of the ``size`` x ``size`` window centred on each point, in every field of a stack.
+
+    Exactly ``maximum_filter(stack, size)[:, y, x]`` for each point (the window clipped at the
+    field's edges, a window holding NaN is NaN), without filtering the stack: on a card only the
+    ``N x F`` values come back.
+
+    :param stack: a non-empty ``(F, H, W)`` float32 stack (a plugin that declares ``field_dtypes``
+        also receives those camera dtypes unconverted); never modify it.
+    :param points: C-contiguous int64 ``(N, 2)`` rows ``(y, x)``, every one inside the field,
+        ``N >= 1``.
+    :param size: an odd window edge, at least 1.
+    :returns: float32 ``(N, F)``; a maximum of zero is ``+0.0``.
+    """
+
+
+@hookspec
+def spacr_accel_phase_correlate(  # type: ignore[empty-body]  # a specification has no body
+    first: np.ndarray, second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The phase-correlation surface's peak of each pair of fields, and its height against the surface.
+
+    The surface of a pair is the inverse real FFT, at the field's shape, of the cross-power
+    spectrum ``A * conj(B)`` of the float64 real FFTs ``A`` of ``first`` and ``B`` of ``second``,
+    each term divided by its magnitude where that is non-zero (else 0), the zero frequency set to 0.
+
+    :param first: a non-empty C-contiguous ``(B, H, W)`` stack of finite float32 or float64 fields
+        (computed on as float64); never modify it.
+    :param second: the same shape and dtype: field ``i`` is registered against ``first[i]``.
+    :returns: ``(peaks, ratios)``: int64 ``(B,)`` flat row-major index of each surface's FIRST
+        maximum, and float64 ``(B,)`` that maximum divided by the mean absolute value of the
+        surface (0 where that mean is 0). A device without float64 computes in float32.
+    """

@@ -147,6 +147,35 @@ def check_coordinates(result: Any, shape: tuple[int, ...]) -> str | None:
     return None
 
 
+def check_gathered(result: Any, expected: tuple[int, int]) -> str | None:
+    """float32 ``(N, F)``: one value per point and field."""
+    if type(result) is np.ndarray and result.dtype is _F32 and result.shape == expected:
+        return None
+    return f"returned {getattr(result, 'dtype', type(result).__name__)}" \
+           f"{list(getattr(result, 'shape', ()))}, expected float32{list(expected)}"
+
+
+def check_correlation(result: Any, expected: tuple[int, int]) -> str | None:
+    """``(peaks, ratios)``: int64 ``(B,)`` flat indices inside the field, float64 ``(B,)`` ratios.
+
+    A peak outside the field is the wrong answer a shape check cannot see (it would unwrap to a
+    shift no surface holds); a negative or NaN ratio is not a ratio of a maximum to a mean.
+    """
+    count, pixels = expected
+    if not isinstance(result, tuple) or len(result) != 2:
+        return f"returned {type(result).__name__}, not a (peaks, ratios) pair"
+    peaks, ratios = result
+    if not isinstance(peaks, np.ndarray) or peaks.dtype != _I64 or peaks.shape != (count,):
+        return f"peaks are not int64 of shape ({count},)"
+    if not isinstance(ratios, np.ndarray) or ratios.dtype != np.float64 or ratios.shape != (count,):
+        return f"ratios are not float64 of shape ({count},)"
+    if count and (peaks.min() < 0 or peaks.max() >= pixels):
+        return "returned peaks outside the field"
+    if count and not (ratios >= 0).all():
+        return "returned negative or NaN ratios"
+    return None
+
+
 # ---- adapters ---------------------------------------------------------------------------------
 
 
@@ -313,6 +342,19 @@ def adapt_peaks(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...]
     return _casting(call, declaration)
 
 
+def adapt_gather(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                 declaration: Declaration) -> Call:
+    """``window_maxima(stack, points, size)`` for one plugin: a camera stack it did not declare
+    reaches it as float32 (the window's maximum of the cast is the cast of its maximum)."""
+    return _casting(by_position(function, argnames, spec), declaration)
+
+
+def adapt_plain(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                declaration: Declaration) -> Call:
+    """An operation every plugin takes as the spec says (``phase_correlate``)."""
+    return by_position(function, argnames, spec)
+
+
 OPERATIONS: Final[Mapping[str, Operation]] = {
     op.name: op for op in (
         Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)"),
@@ -320,6 +362,9 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
         Operation("nearest_neighbours", check_neighbours, adapt_neighbours,
                   {"k": 1, "max_distance": None, "metric": "euclidean"}, "Cell matching (nearest_neighbours)"),
         Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)"),
+        Operation("window_maxima", check_gathered, adapt_gather, {}, "Base intensities at reads (window_maxima)"),
+        Operation("phase_correlate", check_correlation, adapt_plain, {},
+                  "Cycle registration (phase_correlate)"),
     )
 }
 """Every primitive, by name, in the order the doctor and the bench list them."""

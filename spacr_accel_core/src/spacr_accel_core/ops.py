@@ -35,25 +35,34 @@ from ._checks import (
     _read_only,
     _widths_and_chunk,
     distance_bound,
+    expected_shift,
+    field_pair,
     fields_shape,
     metric_name,
     neighbour_count,
     out_array,
     packed_bits,
+    ratio_floor,
+    shift_tolerance,
     threshold_below,
     window_edge,
+    window_points,
 )
 from ._declaration import NARROW_FIELDS
+from ._registration import Registration, judge
 from ._registry import REGISTRY
 
 __all__ = [
     "CHUNK",
+    "Registration",
     "accelerated_backends",
     "local_maxima",
     "matmul",
     "maximum_filter",
     "mutual_nearest_neighbours",
     "nearest_neighbours",
+    "phase_correlate",
+    "window_maxima",
 ]
 
 CHUNK = 4096
@@ -351,3 +360,100 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: Any = Tru
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the coordinates
         "local_maxima", (_read_only(data), window, below), gpu=use_gpu, backend=backend,
         expected=array.shape)
+
+
+def window_maxima(stack: Any, points: Any, size: Any, *, gpu: Any = True, backend: str | None = None) -> np.ndarray:
+    """The maximum of the ``size`` x ``size`` window at each point, in every field: a read's base intensities.
+
+    "Each cycle's intensity of a read is the brightest pixel near its peak": the cycles are
+    registered to within a pixel, so the window's maximum rather than the centre pixel. Exactly
+    ``maximum_filter(stack, size)[..., y, x]`` for each point, moved to the front (edges clipped,
+    a window holding NaN is NaN, a maximum of zero ``+0.0``), without filtering the stack: on a
+    card only the ``N`` values of each field come back.
+
+    :param stack: a 2-D field, or a stack ``(..., H, W)`` (cycles and channels) of real numbers.
+    :param points: ``(N, 2)`` integer ``(y, x)`` rows inside the field (``local_maxima``'s peaks).
+    :param size: the window edge, as for :func:`maximum_filter` (even sizes raised to odd).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: float32 ``(N, *stack.shape[:-2])``.
+    :raises ValueError: as :func:`maximum_filter`, or ``points`` not ``(N, 2)`` whole coordinates
+        inside the field.
+    :raises TypeError: as :func:`maximum_filter`.
+    """
+    array = _field(stack)
+    window = window_edge(size)
+    use_gpu = _options(gpu, backend)
+    rows = window_points(points, array.shape)
+    lead = array.shape[:-2]
+    fields = int(np.prod(lead, dtype=np.int64))
+    if rows.shape[0] == 0 or fields == 0:
+        REGISTRY.record_served("window_maxima")
+        return np.empty((rows.shape[0], *lead), dtype=_F32)
+    flat = _as_filtered(array).reshape(fields, *array.shape[-2:])
+    result: np.ndarray = REGISTRY.dispatch(
+        "window_maxima", (_read_only(flat), _read_only(rows), window), gpu=use_gpu, backend=backend,
+        expected=(rows.shape[0], fields))
+    return result.reshape(rows.shape[0], *lead)
+
+
+def _registered(value: Any, name: str) -> np.ndarray:
+    """A field as registration computes on it: float32 or float64 as it is, other numbers as float64."""
+    array = _numeric(value, name)
+    return array if array.dtype in (_F32, np.dtype(np.float64)) else array.astype(np.float64)
+
+
+def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
+                    min_peak_ratio: Any = 3.0, gpu: Any = True, backend: str | None = None) -> Registration:
+    """The translation that lands ``second`` on ``first``, by phase correlation: how cycles are registered.
+
+    A drop-in for spaCR's ``ops_register.phase_correlate``: the float64 cross-power spectrum,
+    normalised to unit magnitude, transformed back; its first maximum (row-major) is the wrapped
+    shift, folded to the representative nearest ``expected``. ``np.roll(second, (dy, dx),
+    axis=(-2, -1))`` equals ``first`` for a pure circular shift. A stack of pairs is one call (on a
+    card one batch of transforms, sized to the free memory).
+
+    :param first: the reference field, 2-D, or a stack ``(..., H, W)``.
+    :param second: the field(s) to place against it, the same shape.
+    :param expected: ``(rows, columns)``, roughly where ``second`` lies: the unwrap's centre.
+    :param tolerance: how far from ``expected`` a shift may land and be accepted: one number, or
+        ``(rows, columns)``; when given, it IS the test and the peak ratio is only recorded.
+    :param min_peak_ratio: without a tolerance, the least peak-to-mean ratio a pair is accepted at
+        (a peak at the origin, the no-overlap signature, never is).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: a :class:`Registration`: scalars for two 2-D fields, arrays of ``shape[:-2]`` for
+        stacks. A field with no variation is never accepted (its ratio is 0).
+    :raises ValueError: different shapes, fewer than two dimensions, an empty field, NaN or
+        infinite pixels, a bad ``expected``, ``tolerance`` or ``min_peak_ratio``.
+    :raises TypeError: non-numeric input or options.
+    """
+    use_gpu = _options(gpu, backend)
+    about = expected_shift(expected)
+    limits = shift_tolerance(tolerance)
+    floor = ratio_floor(min_peak_ratio)
+    a, b = _registered(first, "first"), _registered(second, "second")
+    field_pair(a, b)
+    if a.dtype != b.dtype:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    shape = a.shape
+    count = int(np.prod(shape[:-2], dtype=np.int64))
+    a3 = np.ascontiguousarray(a).reshape(count, *shape[-2:])
+    b3 = np.ascontiguousarray(b).reshape(count, *shape[-2:])
+    varies = np.ones(count, dtype=bool)
+    for name, data in (("first", a3), ("second", b3)):
+        if count == 0:
+            break
+        # Two reductions answer both questions: NaN and inf reach the minimum or the maximum.
+        low, high = data.min(axis=(1, 2)), data.max(axis=(1, 2))
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")
+        varies &= high > low
+    if count == 0:
+        REGISTRY.record_served("phase_correlate")
+        return judge(np.zeros(0, _I64), np.zeros(0), varies, shape, about, limits, floor, "core")
+    peaks, ratios = REGISTRY.dispatch(
+        "phase_correlate", (_read_only(a3), _read_only(b3)), gpu=use_gpu, backend=backend,
+        expected=(count, shape[-2] * shape[-1]))
+    served = REGISTRY.last_dispatch()
+    return judge(peaks, ratios, varies, shape, about, limits, floor, served.backend if served else "unknown")

@@ -73,3 +73,17 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk
     else:
         index, distance = k_nearest(source, target, k, max_distance, chunk)
     return (index[:, 0].copy(), distance[:, 0].copy()) if k == 1 else (index, distance)
+
+
+@hookimpl
+def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
+    from ._decode import window_maxima
+
+    return window_maxima(stack, points, size)
+
+
+@hookimpl
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ._decode import phase_correlate
+
+    return phase_correlate(first, second)

@@ -144,3 +144,17 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray,
     from ._nearest import nearest
 
     return _run("nearest_neighbours", nearest, source, target, chunk)
+
+
+@hookimpl
+def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
+    from ._decode import window_maxima
+
+    return _run("window_maxima", window_maxima, stack, points, size)
+
+
+@hookimpl
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ._decode import phase_correlate
+
+    return _run("phase_correlate", phase_correlate, first, second)
