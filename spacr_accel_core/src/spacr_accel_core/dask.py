@@ -36,7 +36,9 @@ __all__ = [
     "matmul",
     "maximum_filter",
     "nearest_neighbours",
+    "phase_correlate",
     "tally",
+    "window_maxima",
 ]
 
 
@@ -143,3 +145,52 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = Tr
     :raises TypeError: ``field`` is not numeric, or ``size`` or ``threshold`` is not a number.
     """
     return _dask.local_maxima(field, size, threshold=threshold, gpu=gpu, backend=backend)
+
+
+def window_maxima(stack: Any, points: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """The base intensities of reads on a chunked stack: exactly :func:`spacr_accel_core.ops.window_maxima`
+    on the whole stack, for every chunking.
+
+    ``points`` are the WHOLE field's ``(y, x)`` (as ``local_maxima`` on Dask returns them). Each
+    block is grown by the window's radius along the rows and columns (the border repeated at the
+    array's edge) and reads the points centred in its own pixels; the values are put back in the
+    points' order.
+
+    :param stack: a dask array ``(..., H, W)``, chunked any way.
+    :param points: ``(N, 2)`` integer coordinates inside the field (in memory).
+    :param size: the window edge, as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy float32 dask array ``(N, *stack.shape[:-2])``.
+    :raises ValueError: as ``ops.window_maxima``, or unknown chunk sizes.
+    :raises TypeError: as ``ops.window_maxima``.
+    """
+    from . import _dask_decode
+
+    return _dask_decode.window_maxima(stack, points, size, gpu=gpu, backend=backend)
+
+
+def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
+                    min_peak_ratio: Any = 3.0, gpu: bool = True, backend: str | None = None) -> Any:
+    """The registrations of a stack of pairs: :func:`spacr_accel_core.ops.phase_correlate` per block of pairs.
+
+    A pair is never split: the last two axes are brought whole into every block (rechunked if
+    they were not), and each block of pairs is one call on the worker that computes it.
+
+    :param first: a dask array ``(..., H, W)`` of reference fields.
+    :param second: the fields to register against them, the same shape.
+    :param expected: as in ``ops``.
+    :param tolerance: as in ``ops``.
+    :param min_peak_ratio: as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a :class:`~spacr_accel_core.Registration` whose fields are lazy dask arrays of the
+        leading shape (0-d for two 2-D fields), its ``backend`` ``"dask"`` (:func:`blocks_served`
+        says who served the blocks).
+    :raises ValueError: as ``ops.phase_correlate`` (finite pixels are checked in the blocks).
+    :raises TypeError: as ``ops.phase_correlate``.
+    """
+    from . import _dask_decode
+
+    return _dask_decode.phase_correlate(first, second, expected=expected, tolerance=tolerance,
+                                        min_peak_ratio=min_peak_ratio, gpu=gpu, backend=backend)

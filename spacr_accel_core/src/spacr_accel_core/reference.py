@@ -22,6 +22,17 @@ THE DEFINITIONS.
   (even sizes raised to the next odd, the field's edge repeated beyond its border, a window holding
   a NaN has a NaN maximum, windows never crossing from one 2-D field of a stack into another), and
   greater than ``threshold`` when one is given. A NaN is never a maximum: it equals nothing.
+- The window maxima of a stack at points: for each ``(y, x)`` and each field, the maximum of the
+  pixels ``[y - r, y + r] x [x - r, x + r]`` that lie inside the field (``r = size // 2`` after
+  even sizes are raised to odd), NaN when one of them is NaN, ``+0.0`` for a maximum of zero.
+- A phase correlation of two 2-D fields (spaCR's definition): the float64 real FFTs ``A`` and
+  ``B``; ``A * conj(B)`` divided by its magnitude where that is non-zero, else 0; the zero
+  frequency 0; the inverse real FFT at the field's shape. The peak is the first maximum in
+  row-major order, the ratio the peak over the mean absolute surface (0 for a zero mean); each
+  coordinate of the peak is folded to its representative nearest the expected shift (halfway: an
+  even number of periods away). Accepted: within ``tolerance`` of the expected shift when one is
+  given, else a ratio of at least ``min_peak_ratio`` with the peak not at the origin. A field
+  with no variation has a zero surface (peak at the origin, ratio 0) and is never accepted.
 - A mutual pair ``(i, j)``: ``j`` is the nearest of ``first[i]`` in ``second``, ``i`` the nearest of
   ``second[j]`` in ``first``, each within ``max_distance``.
 """
@@ -34,7 +45,8 @@ import operator
 
 import numpy as np
 
-__all__ = ["hamming_nearest", "k_nearest", "local_maxima", "mutual_nearest"]
+__all__ = ["hamming_nearest", "k_nearest", "local_maxima", "mutual_nearest", "phase_correlation",
+           "window_maxima"]
 
 _log = logging.getLogger(__name__)
 
@@ -285,3 +297,54 @@ def mutual_nearest(first: object, second: object, max_distance: float | None = N
     rows = np.flatnonzero(forward >= 0)
     mutual = rows[backward[forward[rows]] == rows]
     return np.stack([mutual, forward[mutual]], axis=1).astype(np.int64, copy=False)
+
+
+def window_maxima(stack: object, points: object, size: int) -> np.ndarray:
+    """float32 ``(N, *stack.shape[:-2])``: each point's window maximum in every field, one window at a time."""
+    data = np.asarray(stack).astype(np.float32)
+    rows = np.asarray(points, dtype=np.int64).reshape(-1, 2)
+    radius = _size(size) // 2
+    height, width = data.shape[-2:]
+    out = np.empty((rows.shape[0], *data.shape[:-2]), dtype=np.float32)
+    for n, (y, x) in enumerate(rows):
+        window = data[..., max(0, y - radius):min(height, y + radius + 1), max(0, x - radius):min(width, x + radius + 1)]
+        best = window.max(axis=(-2, -1))  # NumPy's max propagates NaN: the NaN rule
+        out[n] = best + np.float32(0.0)
+    return out
+
+
+def _nearest_turn(value: int, extent: int, about: int) -> int:
+    """The representative of ``value`` modulo ``extent`` nearest ``about`` (ties: round half to even)."""
+    from fractions import Fraction
+
+    return value + extent * round(Fraction(about - value, extent))
+
+
+def phase_correlation(first: object, second: object, expected: tuple[int, int] = (0, 0),
+                      tolerance: float | tuple[float, float] | None = None,
+                      min_peak_ratio: float = 3.0) -> tuple[int, int, float, bool]:
+    """``(dy, dx, peak_ratio, accepted)`` of two 2-D fields by the definition above, in plain NumPy."""
+    a = np.asarray(first, dtype=np.float64)
+    b = np.asarray(second, dtype=np.float64)
+    if a.max() == a.min() or b.max() == b.min():
+        surface = np.zeros(a.shape)
+    else:
+        product = np.fft.rfft2(a) * np.conj(np.fft.rfft2(b))
+        magnitude = np.abs(product)
+        unit = np.zeros_like(product)
+        unit[magnitude > 0] = product[magnitude > 0] / magnitude[magnitude > 0]
+        unit[0, 0] = 0
+        surface = np.fft.irfft2(unit, s=a.shape)
+    peak = int(np.argmax(surface))
+    y, x = divmod(peak, a.shape[1])
+    mean = float(np.mean(np.abs(surface)))
+    ratio = float(surface[y, x]) / mean if mean > 0 else 0.0
+    dy = _nearest_turn(y, a.shape[0], int(expected[0]))
+    dx = _nearest_turn(x, a.shape[1], int(expected[1]))
+    varies = bool(a.max() > a.min() and b.max() > b.min())
+    if tolerance is not None:
+        rows, columns = (tolerance, tolerance) if np.isscalar(tolerance) else tolerance  # type: ignore[misc]  # a pair
+        accepted = abs(dy - expected[0]) <= rows and abs(dx - expected[1]) <= columns
+    else:
+        accepted = ratio >= min_peak_ratio and peak != 0
+    return dy, dx, ratio, bool(accepted and varies)

@@ -48,6 +48,7 @@ from hypothesis import strategies as st
 
 from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins, warm_up
 from .._errors import describe
+from ._decode import DecodeConformance
 from ._science import ScienceConformance
 
 __all__ = [
@@ -185,6 +186,17 @@ def _small_case(operation: str) -> tuple[tuple[Any, ...], Callable[[Any], None]]
     if operation == "local_maxima":
         field = np.arange(12, dtype=np.float32).reshape(3, 4)
         return (field, 3), lambda got: np.testing.assert_array_equal(got, [[2, 3]])
+    if operation == "window_maxima":
+        stack = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+        return (stack, [[0, 0], [2, 3]], 3), lambda got: np.testing.assert_array_equal(got, [[5, 17], [11, 23]])
+    if operation == "phase_correlate":
+        first = np.random.default_rng(0).random((6, 8))
+        second = np.roll(first, (1, 2), axis=(0, 1))
+
+        def shifted(got: Any) -> None:
+            assert got.shift == (-1, -2)
+
+        return (first, second), shifted
     if operation == "matmul":
         first = np.arange(6, dtype=np.float32).reshape(2, 3)
         second = np.ones((3, 2), np.float32)
@@ -204,7 +216,7 @@ def _core_filters(shape: tuple[int, ...], size: int) -> bool:
     return window <= 1 or 0 in shape or window >= 2 * max(shape) - 1
 
 
-class BackendConformance(ScienceConformance):
+class BackendConformance(ScienceConformance, DecodeConformance):
     """Subclass as ``Test<Name>`` with ``backend = "<plugin name>"``; pytest runs the rest.
 
     Every check forces the backend with ``backend=`` so a silent fall-through to NumPy cannot
