@@ -36,6 +36,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ._bench_decode import compare_gathered, compare_registration, decode_inputs
 from ._errors import describe as _describe
 from ._records import PluginStatus
 
@@ -164,6 +165,7 @@ def cases(quick: bool, seed: int = 0) -> list[Case]:
     points = 5_000 if quick else 100_000
     source = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
     target = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
+    decode = decode_inputs(quick, rng)
     return [
         Case("maximum_filter", f"{side}x{side} float32, size {size}", (field, size), _compare_field,
              checks=(("dead pixels (NaN) in a 128x128 corner", (corner, size)),)),
@@ -173,6 +175,8 @@ def cases(quick: bool, seed: int = 0) -> list[Case]:
         Case("local_maxima", f"{side}x{side} float32, size 7, above 1000", (field, 7), _compare_peaks,
              checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 7)),),
              keywords=(("threshold", 1000.0),)),
+        Case("window_maxima", *decode["window_maxima"], compare_gathered),
+        Case("phase_correlate", *decode["phase_correlate"], compare_registration),
     ]
 
 
