@@ -38,7 +38,7 @@ def decode_inputs(quick: bool, rng: np.random.Generator) -> dict[str, tuple[str,
     pairs, edge = (4, 256) if quick else (8, 1024)
     first = rng.random((pairs, edge, edge)).astype(np.float32)
     shifts = rng.integers(-40, 40, size=(pairs, 2))
-    second = np.stack([np.roll(field, tuple(-shift), axis=(0, 1)) for field, shift in zip(first, shifts)])
+    second = np.stack([np.roll(field, tuple(-shift), axis=(0, 1)) for field, shift in zip(first, shifts, strict=True)])
     second += 0.05 * rng.random(second.shape, dtype=np.float32)
     return {
         "window_maxima": (f"{reads:,} reads in ({cycles}, 4, {side}, {side}) float32, size 3", (stack, points, 3)),

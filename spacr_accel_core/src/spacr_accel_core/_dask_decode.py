@@ -1,3 +1,4 @@
+# mypy: disallow-untyped-calls=False, warn-return-any=False
 """The decode chain's two steps over ``dask.array`` (behind :mod:`spacr_accel_core.dask`).
 
 WINDOW MAXIMA: each block of a chunked stack is grown by the window's radius along the rows and
@@ -36,7 +37,7 @@ def _gather_block(block: np.ndarray, points: np.ndarray, halo: tuple[int, int], 
 
 def _assemble(parts: list[np.ndarray], owners: list[np.ndarray], count: int, lead: tuple[int, ...]) -> np.ndarray:
     out = np.empty((count, *lead), dtype=_F32)
-    for values, owned in zip(parts, owners):
+    for values, owned in zip(parts, owners, strict=True):
         out[owned] = values
     return out
 
@@ -80,7 +81,8 @@ def window_maxima(stack: Any, points: Any, size: Any, *, gpu: bool = True, backe
         task = delayed(_assemble, pure=True)(parts, owners, rows.shape[0], lead_shape)
         pieces[lead] = da.from_delayed(task, shape=(rows.shape[0], *lead_shape), dtype=_F32)
     if not lead_blocks:
-        return pieces[()]  # type: ignore[no-any-return]  # a 2-D field: one piece
+        single: da.Array = pieces.item()  # a 2-D field: one piece
+        return single
     return da.block([pieces.tolist()])  # the points' axis whole, the fields' axes in their blocks
 
 

@@ -307,7 +307,8 @@ def window_maxima(stack: object, points: object, size: int) -> np.ndarray:
     height, width = data.shape[-2:]
     out = np.empty((rows.shape[0], *data.shape[:-2]), dtype=np.float32)
     for n, (y, x) in enumerate(rows):
-        window = data[..., max(0, y - radius):min(height, y + radius + 1), max(0, x - radius):min(width, x + radius + 1)]
+        top, bottom = max(0, y - radius), min(height, y + radius + 1)
+        window = data[..., top:bottom, max(0, x - radius):min(width, x + radius + 1)]
         best = window.max(axis=(-2, -1))  # NumPy's max propagates NaN: the NaN rule
         out[n] = best + np.float32(0.0)
     return out
@@ -343,7 +344,7 @@ def phase_correlation(first: object, second: object, expected: tuple[int, int] =
     dx = _nearest_turn(x, a.shape[1], int(expected[1]))
     varies = bool(a.max() > a.min() and b.max() > b.min())
     if tolerance is not None:
-        rows, columns = (tolerance, tolerance) if np.isscalar(tolerance) else tolerance  # type: ignore[misc]  # a pair
+        rows, columns = (tolerance, tolerance) if isinstance(tolerance, (int, float)) else tolerance
         accepted = abs(dy - expected[0]) <= rows and abs(dx - expected[1]) <= columns
     else:
         accepted = ratio >= min_peak_ratio and peak != 0

@@ -1,3 +1,4 @@
+# mypy: disallow-untyped-defs=False, disallow-untyped-calls=False
 """The compiled loops of the decode chain (imports numba): the window gather and the cross-power
 spectrum's normalisation, each on a share of the work given by the driver (:mod:`._decode`)."""
 
@@ -10,7 +11,7 @@ import numpy as np
 
 
 @numba.njit(nogil=True, cache=True)
-def gather_fields(stack, points, order, down, across, first, step, out):  # noqa: PLR0913  # one kernel's inputs
+def gather_fields(stack, points, order, down, across, first, step, out):
     """``out[n, f]``: the maximum of the window at point ``n`` in field ``f``, for the fields
     ``first, first + step, ...``, the points visited in ``order`` (row-major: the field is read
     front to back); edges clipped, NaN winning, a maximum of zero ``+0.0``."""
@@ -26,9 +27,9 @@ def gather_fields(stack, points, order, down, across, first, step, out):  # noqa
             for row in range(top, bottom + 1):
                 for column in range(left, right + 1):
                     value = np.float32(plane[row, column])
-                    if value != value:
+                    if math.isnan(value):
                         seen_nan = True
-                    elif value > best or best != best:
+                    elif value > best or math.isnan(best):
                         best = value
             out[n, field] = np.float32(np.nan) if seen_nan else best + np.float32(0.0)
 
@@ -44,7 +45,7 @@ def normalise_rows(first, second, start, stop):
             real = a.real * b.real + a.imag * b.imag
             imag = a.imag * b.real - a.real * b.imag
             magnitude = math.sqrt(real * real + imag * imag)
-            if magnitude == 0.0 or magnitude == math.inf:  # squares that under- or overflowed
+            if magnitude in (0.0, math.inf):  # squares that under- or overflowed
                 magnitude = math.hypot(real, imag)
             if magnitude > 0:
                 first[row, column] = complex(real / magnitude, imag / magnitude)

@@ -190,13 +190,13 @@ def _small_case(operation: str) -> tuple[tuple[Any, ...], Callable[[Any], None]]
         stack = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
         return (stack, [[0, 0], [2, 3]], 3), lambda got: np.testing.assert_array_equal(got, [[5, 17], [11, 23]])
     if operation == "phase_correlate":
-        first = np.random.default_rng(0).random((6, 8))
-        second = np.roll(first, (1, 2), axis=(0, 1))
+        pair = np.random.default_rng(0).random((6, 8))
+        moved = np.roll(pair, (1, 2), axis=(0, 1))
 
         def shifted(got: Any) -> None:
             assert got.shift == (-1, -2)
 
-        return (first, second), shifted
+        return (pair, moved), shifted
     if operation == "matmul":
         first = np.arange(6, dtype=np.float32).reshape(2, 3)
         second = np.ones((3, 2), np.float32)
