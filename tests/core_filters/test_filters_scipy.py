@@ -19,7 +19,7 @@ import spacr_accel_core
 from spacr_accel_core import ops, reference
 from spacr_accel_core.separable import gaussian_weights
 
-BACKENDS = ("numpy", "numba", "torch")
+BACKENDS = ("numpy", "numba")
 """Forced by name; CuPy's algorithms are checked on the host through its NumPy kit below."""
 
 _SETTINGS = settings(max_examples=40, deadline=None,
