@@ -258,6 +258,68 @@ def neighbour_count(k: Any) -> int:
     return count
 
 
+# ---- the decode chain's filters: sigma, truncate, boundary mode ------------------------------
+
+FILTER_MODES = ("reflect", "nearest")
+"""The boundary modes the filters take, by SciPy's names: ``"reflect"`` mirrors the field about its
+edge, the edge pixel repeated (``d c b a | a b c d | d c b a``); ``"nearest"`` repeats the edge pixel."""
+
+SIGMA_SKIPPED = 1e-15
+"""SciPy filters no axis whose sigma is at most this (it copies that axis): so does every backend."""
+
+
+def filter_mode(mode: Any) -> str:
+    """``mode`` checked: one of :data:`FILTER_MODES`."""
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a string, one of {FILTER_MODES}, got {type(mode).__name__}")
+    if mode not in FILTER_MODES:
+        raise ValueError(f"mode must be one of {FILTER_MODES}, got {mode!r}")
+    return mode
+
+
+def _real(value: Any, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} ({value!r})")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return number
+
+
+def sigma_pair(sigma: Any) -> tuple[float, float]:
+    """``sigma`` as ``(rows, columns)`` standard deviations in pixels: a number or a pair, each
+    finite and not negative. 0 is taken as SciPy takes it: that axis is not smoothed (a sigma of
+    at most :data:`SIGMA_SKIPPED` leaves its axis as it is)."""
+    if isinstance(sigma, (tuple, list, np.ndarray)):
+        values = list(np.asarray(sigma, dtype=object).ravel()) if isinstance(sigma, np.ndarray) else list(sigma)
+        if len(values) != 2 or (isinstance(sigma, np.ndarray) and sigma.ndim != 1):
+            raise ValueError(f"sigma must be a number or a pair (rows, columns), got {len(values)} values")
+        pair = (_real(values[0], "sigma"), _real(values[1], "sigma"))
+    else:
+        number = _real(sigma, "sigma")
+        pair = (number, number)
+    if min(pair) < 0.0:
+        raise ValueError(f"sigma must not be negative, got {sigma!r}")
+    return pair
+
+
+def truncate_value(truncate: Any) -> float:
+    """``truncate``: the kernel's reach in standard deviations (SciPy's ``truncate``), finite, not negative."""
+    number = _real(truncate, "truncate")
+    if number < 0.0:
+        raise ValueError(f"truncate must not be negative, got {truncate!r}")
+    return number
+
+
+def gaussian_radius(sigma: float, truncate: float) -> int:
+    """The kernel's half-width in pixels, as SciPy computes it: ``int(truncate * sigma + 0.5)``
+    (0 for an axis that is not smoothed)."""
+    return 0 if sigma <= SIGMA_SKIPPED else int(truncate * sigma + 0.5)
+
+
+# ---- the decode chain: points, and registration's options ---------------------------------------
+
+
 def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     """``points`` as C-contiguous int64 ``(N, 2)`` rows ``(y, x)``, each a pixel of a field of ``shape``.
 

@@ -28,6 +28,7 @@ from ._checks import (
     _I64,
     _NUMERIC_KINDS,
     _ZERO,
+    SIGMA_SKIPPED,
     _numeric,
     _options,
     _points,
@@ -38,13 +39,16 @@ from ._checks import (
     expected_shift,
     field_pair,
     fields_shape,
+    filter_mode,
     metric_name,
     neighbour_count,
     out_array,
     packed_bits,
     ratio_floor,
     shift_tolerance,
+    sigma_pair,
     threshold_below,
+    truncate_value,
     window_edge,
     window_points,
 )
@@ -56,9 +60,12 @@ __all__ = [
     "CHUNK",
     "Registration",
     "accelerated_backends",
+    "gaussian_filter",
+    "gaussian_laplace",
     "local_maxima",
     "matmul",
     "maximum_filter",
+    "minimum_filter",
     "mutual_nearest_neighbours",
     "nearest_neighbours",
     "phase_correlate",
@@ -110,8 +117,8 @@ def _whole_field_maxima(data: np.ndarray) -> np.ndarray:
     return maxima
 
 
-def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | None = None,
-                   out: np.ndarray | None = None) -> np.ndarray:
+def maximum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: Any = True,
+                   backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """The maximum of each ``size`` x ``size`` window, centred on every pixel.
 
     WHAT PEAK FINDING IS MADE OF: a read is a local maximum of the spot score, and "local" means
@@ -127,34 +134,49 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | Non
     :param size: the window edge, in pixels: an integer, or a float holding a whole number
         (``7.0``). Even sizes are raised to the next odd one (a window with no centre cannot be
         centred); ``size <= 1`` returns a copy.
+    :param mode: how the field continues beyond its border: ``"nearest"`` repeats the edge pixel;
+        ``"reflect"`` mirrors the field about its edge, the edge pixel repeated (``d c b a | a b c
+        d``), as ``scipy.ndimage`` means it. The two give the same answer: a window reaching past
+        the edge already holds every pixel either border would bring into it (the edge pixel; the
+        mirror images of pixels nearer the edge than the window's reach), so the maximum is
+        that of the window clipped to the field, and every backend serves both.
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
     :param out: a float32 C-contiguous array of the field's shape to write into (NumPy's
         convention; it must not overlap ``field``): spares a large field's fresh-page faults.
     :returns: the filtered field as float32 of the same shape (``out`` when given).
-    :raises ValueError: ``field`` is not 2-D (or a stack), ``size`` is negative or fractional, or
-        ``out`` has the wrong shape, layout, or overlaps ``field``.
+    :raises ValueError: ``field`` is not 2-D (or a stack), ``size`` is negative or fractional,
+        ``mode`` is unknown, or ``out`` has the wrong shape, layout, or overlaps ``field``.
     :raises TypeError: ``field`` is not numeric (or a masked array), ``size`` is not a number,
         ``out`` is not a float32 array, or ``gpu``/``backend`` are not a bool and a name.
     """
+    return _window_extreme("maximum_filter", field, size, mode, gpu, backend, out)
+
+
+def _window_extreme(operation: str, field: Any, size: Any, mode: Any, gpu: Any, backend: str | None,
+                    out: np.ndarray | None) -> np.ndarray:
+    """``maximum_filter`` or ``minimum_filter``: checked, answered here where no backend is needed,
+    dispatched otherwise."""
     array = _field(field)
     window = window_edge(size)
+    filter_mode(mode)  # either answer is the window clipped to the field: see maximum_filter
     use_gpu = _options(gpu, backend)
     target = out_array(out, array.shape, array)
     if window <= 1 or array.size == 0 or window >= 2 * max(array.shape[-2:]) - 1:
         # No backend needed: a copy, an empty field, or a window that covers the whole field from
         # every pixel (a thin (1, 70000) field with size 200001 would otherwise ask a backend for
-        # a 110 GiB padded buffer).
-        REGISTRY.record_served("maximum_filter")
+        # a 110 GiB padded buffer). Reflected or repeated, such a window holds every pixel of its
+        # field: its reach, at least n - 1 along an axis of n, touches both ends from anywhere.
+        REGISTRY.record_served(operation)
         answer = np.empty(array.shape, _F32) if target is None else target
         if window <= 1 or array.size == 0:
             answer[...] = _as_filtered(array)
         else:
-            answer[...] = _whole_field_maxima(array)
+            answer[...] = _whole_field_extremes(array, operation == "minimum_filter")
         np.add(answer, _ZERO, out=answer)  # the +0.0 rule holds for a copy too
         return answer
     result: np.ndarray = REGISTRY.dispatch(
-        "maximum_filter", (_read_only(_as_filtered(array)), window, target), gpu=use_gpu,
+        operation, (_read_only(_as_filtered(array)), window, target), gpu=use_gpu,
         backend=backend, expected=(array.shape, target))
     return result
 
@@ -360,6 +382,123 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: Any = Tru
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the coordinates
         "local_maxima", (_read_only(data), window, below), gpu=use_gpu, backend=backend,
         expected=array.shape)
+
+
+# ---- the decode chain's filters ------------------------------------------------------------------
+
+
+def _whole_field_extremes(data: np.ndarray, minimum: bool) -> np.ndarray:
+    """Each field's minimum or maximum, shaped to broadcast over it (see :func:`_whole_field_maxima`)."""
+    if not minimum:
+        return _whole_field_maxima(data)
+    with np.errstate(over="ignore"):
+        minima: np.ndarray = np.min(data, axis=(-2, -1), keepdims=True).astype(_F32)
+    return minima
+
+
+def minimum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: Any = True,
+                   backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """The minimum of each ``size`` x ``size`` window, centred on every pixel.
+
+    THE BACKGROUND FLOOR OF A CYCLE'S IMAGE: the local minimum is what a spot sits on, the first
+    half of a morphological opening. The rules are :func:`maximum_filter`'s, with the minimum:
+    ``scipy.ndimage.minimum_filter(field.astype(float32), size, mode=mode)`` bit for bit on every
+    backend, a window holding a NaN yields NaN, a minimum of zero is ``+0.0``, even sizes are
+    raised to the next odd one, a stack ``(..., H, W)`` is filtered field by field.
+
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)`` of them.
+    :param size: the window edge in pixels (as for :func:`maximum_filter`).
+    :param mode: ``"nearest"`` (the edge pixel repeated) or ``"reflect"`` (the field mirrored
+        about its edge, the edge pixel repeated).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :param out: a float32 C-contiguous array of the field's shape to write into.
+    :returns: the filtered field as float32 of the same shape (``out`` when given).
+    :raises ValueError: as :func:`maximum_filter`.
+    :raises TypeError: as :func:`maximum_filter`.
+    """
+    return _window_extreme("minimum_filter", field, size, mode, gpu, backend, out)
+
+
+def _smoothing(operation: str, field: Any, sigma: Any, truncate: Any, mode: Any, gpu: Any,
+               backend: str | None, out: np.ndarray | None) -> np.ndarray:
+    """``gaussian_filter`` or ``gaussian_laplace``: checked, answered here where no axis is
+    smoothed or the field is empty, dispatched otherwise."""
+    array = _field(field)
+    pair = sigma_pair(sigma)
+    reach = truncate_value(truncate)
+    border = filter_mode(mode)
+    use_gpu = _options(gpu, backend)
+    target = out_array(out, array.shape, array)
+    if array.size == 0 or max(pair) <= SIGMA_SKIPPED:
+        # SciPy smooths no axis whose sigma is at most 1e-15: the filter is a copy, and the
+        # Laplacian the sum of two copies (each "second derivative" left the field as it was).
+        REGISTRY.record_served(operation)
+        answer = np.empty(array.shape, _F32) if target is None else target
+        answer[...] = _as_filtered(array)
+        if operation == "gaussian_laplace":
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.add(answer, answer, out=answer)
+        return answer
+    result: np.ndarray = REGISTRY.dispatch(
+        operation, (_read_only(_as_filtered(array)), pair, target, reach, border), gpu=use_gpu,
+        backend=backend, expected=(array.shape, target))
+    return result
+
+
+def gaussian_filter(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = "reflect", gpu: Any = True,
+                    backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """The field smoothed by a Gaussian: ``scipy.ndimage.gaussian_filter`` bit for bit.
+
+    THE FIRST STEP OF DECODING A CYCLE: the image is smoothed before its spots are scored. The
+    answer is ``scipy.ndimage.gaussian_filter(field.astype(float32), sigma, mode=mode,
+    truncate=truncate, axes=(-2, -1))`` to the last bit on every backend: each backend sums every
+    pixel's pass in float64 in SciPy's order and rounds to float32 between the passes (see
+    :mod:`spacr_accel_core.separable`); a device without float64 declines.
+
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)``: each field smoothed on
+        its own over its last two axes.
+    :param sigma: the standard deviation in pixels: a number, or a pair ``(rows, columns)``. Each
+        finite and not negative; 0 smooths nothing along that axis, as in SciPy (which leaves an
+        axis whose sigma is at most ``1e-15`` as it is).
+    :param truncate: the kernel's reach in standard deviations (radius ``int(truncate * sigma +
+        0.5)`` pixels), as in SciPy.
+    :param mode: ``"reflect"`` (SciPy's default: the field mirrored about its edge, the edge pixel
+        repeated) or ``"nearest"`` (the edge pixel repeated).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :param out: a float32 C-contiguous array of the field's shape to write into.
+    :returns: float32 of the field's shape (``out`` when given).
+    :raises ValueError: ``field`` is not 2-D (or a stack); ``sigma`` is negative, not finite or
+        not one or two values; ``truncate`` is negative or not finite; ``mode`` is unknown; ``out``
+        does not fit.
+    :raises TypeError: ``field``, ``sigma`` or ``truncate`` is not numeric, ``mode`` is not a
+        string, ``out`` is not a float32 array.
+    """
+    return _smoothing("gaussian_filter", field, sigma, truncate, mode, gpu, backend, out)
+
+
+def gaussian_laplace(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = "reflect", gpu: Any = True,
+                     backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """The Laplacian of the Gaussian-smoothed field: ``scipy.ndimage.gaussian_laplace`` bit for bit.
+
+    THE SPOT SCORE: a bright spot of about ``sigma`` pixels is a deep minimum of this. Per field,
+    the second derivative along the rows (smoothed along the columns) plus the second derivative
+    along the columns (smoothed along the rows), each as SciPy computes it, added in float32.
+    The arguments and rules are :func:`gaussian_filter`'s.
+
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)``.
+    :param sigma: a number or a pair ``(rows, columns)``, as for :func:`gaussian_filter`.
+    :param truncate: the kernel's reach in standard deviations.
+    :param mode: ``"reflect"`` or ``"nearest"``.
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :param out: a float32 C-contiguous array of the field's shape to write into.
+    :returns: float32 of the field's shape (``out`` when given).
+    :raises ValueError: as :func:`gaussian_filter`.
+    :raises TypeError: as :func:`gaussian_filter`.
+    """
+    return _smoothing("gaussian_laplace", field, sigma, truncate, mode, gpu, backend, out)
 
 
 def window_maxima(stack: Any, points: Any, size: Any, *, gpu: Any = True, backend: str | None = None) -> np.ndarray:

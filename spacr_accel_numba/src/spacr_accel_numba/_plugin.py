@@ -138,3 +138,32 @@ def nearest_squared(source: np.ndarray, target: np.ndarray,
                               f"from {WIDE}; {width} go to a tree")
     return search(kernels_for("nearest"), np.ascontiguousarray(source, dtype=np.float64),
                   np.ascontiguousarray(target, dtype=np.float64))
+
+
+# ---- the decode chain's filters -------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_minimum_filter(field: np.ndarray, size: int, out: np.ndarray | None) -> np.ndarray:
+    from ._smooth import minimum
+
+    _warm.kernels_for("science:smooth")
+    return minimum(field, size, out)
+
+
+@hookimpl
+def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                truncate: float, mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    _warm.kernels_for("science:smooth")
+    return gaussian(field, sigma, out, truncate, mode, laplace=False)
+
+
+@hookimpl
+def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                 truncate: float, mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    _warm.kernels_for("science:smooth")
+    return gaussian(field, sigma, out, truncate, mode, laplace=True)
