@@ -8,7 +8,8 @@ the fields shared between the threads.
 PHASE CORRELATION. The transforms are SciPy's (pocketfft in float64, as the NumPy floor's); the
 normalisation of the cross-power spectrum (a product, a magnitude and a division per frequency)
 is one compiled pass instead of four array passes, split between the threads by rows; the
-surface's first maximum and absolute mean are NumPy's SIMD reductions.
+surface's first maximum and absolute mean are NumPy's SIMD reductions. A reference field shared
+by several pairs (every cycle registered to one reference cycle) is transformed once.
 """
 
 from __future__ import annotations
@@ -56,14 +57,26 @@ def _bands(rows: int, threads: int) -> list[tuple[int, int]]:
     return [(int(edges[i]), int(edges[i + 1])) for i in range(threads) if edges[i + 1] > edges[i]]
 
 
-def _one(compiled: ModuleType, first: np.ndarray, second: np.ndarray, threads: int) -> tuple[int, float]:
+_HELD = 8
+"""Reference spectra a pass keeps for the pairs that share their first field (a screen's 44 pairs
+have 4 reference fields): a field equal to a held one (compared in a millisecond) skips a transform."""
+
+
+def _one(compiled: ModuleType, first: np.ndarray, second: np.ndarray, threads: int,
+         held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, float]:
     """One pair's peak and ratio, its passes split by rows between ``threads``."""
     from scipy import fft
 
-    product = fft.rfft2(first.astype(np.float64, copy=False), workers=threads)
-    other = fft.rfft2(second.astype(np.float64, copy=False), workers=threads)
-    bands = _bands(product.shape[0], threads)
-    run_parts(compiled.normalise_rows, [(product, other, start, stop) for start, stop in bands])
+    reference = next((spectrum for known, spectrum in held if np.array_equal(known, first)), None)
+    if reference is None:
+        reference = fft.rfft2(first.astype(np.float64, copy=False), workers=threads)
+        held[:] = [(first, reference), *held[:_HELD - 1]]
+    product = fft.rfft2(second.astype(np.float64, copy=False), workers=threads)
+    if threads == 1:
+        compiled.normalise_rows(reference, product, 0, product.shape[0])
+    else:
+        run_parts(compiled.normalise_rows, [(reference, product, start, stop)
+                                            for start, stop in _bands(product.shape[0], threads)])
     product[0, 0] = 0
     return _peak(fft.irfft2(product, s=first.shape, workers=threads))
 
@@ -76,20 +89,10 @@ def _peak(surface: np.ndarray) -> tuple[int, float]:
 
 
 def _pairs(compiled: ModuleType, first: np.ndarray, second: np.ndarray, peaks: np.ndarray, ratios: np.ndarray,
-           numbers: range) -> None:
+           numbers: range, threads: int) -> None:
+    held: list[tuple[np.ndarray, np.ndarray]] = []
     for number in numbers:
-        peaks[number], ratios[number] = _one_single(compiled, first[number], second[number])
-
-
-def _one_single(compiled: ModuleType, first: np.ndarray, second: np.ndarray) -> tuple[int, float]:
-    """One pair in the calling thread only (a stack's pairs are shared between the threads)."""
-    from scipy import fft
-
-    product = fft.rfft2(first.astype(np.float64, copy=False))
-    other = fft.rfft2(second.astype(np.float64, copy=False))
-    compiled.normalise_rows(product, other, 0, product.shape[0])
-    product[0, 0] = 0
-    return _peak(fft.irfft2(product, s=first.shape))
+        peaks[number], ratios[number] = _one(compiled, first[number], second[number], threads, held)
 
 
 def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -104,11 +107,10 @@ def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray)
     ratios = np.empty(count, dtype=np.float64)
     threads = cpu_threads()
     if count == 1 or threads == 1:
-        for number in range(count):
-            peaks[number], ratios[number] = _one(compiled, first[number], second[number], threads)
+        _pairs(compiled, first, second, peaks, ratios, range(count), threads)
         return peaks, ratios
-    share = min(count, threads)
-    run_parts(_pairs, [(compiled, first, second, peaks, ratios, range(i, count, share)) for i in range(share)])
+    share = min(count, threads)  # whole pairs per thread: each pair's passes in one thread
+    run_parts(_pairs, [(compiled, first, second, peaks, ratios, range(i, count, share), 1) for i in range(share)])
     return peaks, ratios
 
 

@@ -36,8 +36,9 @@ def gather_fields(stack, points, order, down, across, first, step, out):
 
 @numba.njit(nogil=True, cache=True)
 def normalise_rows(first, second, start, stop):
-    """Rows ``start:stop`` of ``first`` become the normalised cross-power spectrum ``A conj(B) / |.|``
-    (0 where the product is 0), written in place; the zero frequency is set to 0 by the driver."""
+    """Rows ``start:stop`` of ``second`` become the normalised cross-power spectrum ``A conj(B) / |.|``
+    of ``first`` (A) and ``second`` (B), 0 where the product is 0; the zero frequency is set to 0 by
+    the driver. ``first`` is only read (it may serve the next pair)."""
     columns = first.shape[1]
     for row in range(start, stop):
         for column in range(columns):
@@ -49,6 +50,6 @@ def normalise_rows(first, second, start, stop):
                 magnitude = math.hypot(real, imag)
             if magnitude > 0:
                 scale = 1.0 / magnitude  # one division, not two (the ratio moves by an ulp at most)
-                first[row, column] = complex(real * scale, imag * scale)
+                second[row, column] = complex(real * scale, imag * scale)
             else:
-                first[row, column] = 0j
+                second[row, column] = 0j

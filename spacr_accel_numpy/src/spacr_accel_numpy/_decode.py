@@ -12,9 +12,12 @@ splits the rows between threads). The cross-power spectrum is normalised in plac
 view of the complex array (no complex temporaries), which is spaCR's ``product / magnitude``
 component by component. A stack of pairs is shared between the threads a pair at a time, each
 pair's transforms single-threaded: whole pairs per thread scale better than rows of one transform.
+A reference field shared by several pairs is transformed once (:class:`Spectra`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -68,14 +71,15 @@ def window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarra
     return result
 
 
-def normalise(product: np.ndarray, second: np.ndarray) -> None:
-    """``product`` becomes the normalised cross-power spectrum of ``product`` (A) and ``second`` (B).
+def normalise(first: np.ndarray, product: np.ndarray) -> None:
+    """``product`` (B) becomes the normalised cross-power spectrum of ``first`` (A) and B.
 
     ``A * conj(B)`` divided by its magnitude where that is non-zero (0 elsewhere, where the product
-    is 0 already), the zero frequency set to 0. ``second`` is overwritten.
+    is 0 already), the zero frequency set to 0. ``first`` is left as it is (it may be held for the
+    next pair with the same reference field).
     """
-    np.conjugate(second, out=second)
-    np.multiply(product, second, out=product)
+    np.conjugate(product, out=product)
+    np.multiply(first, product, out=product)
     magnitude = np.abs(product)
     parts = product.view(np.float64).reshape(*product.shape, 2)
     np.divide(parts, magnitude[..., None], out=parts, where=magnitude[..., None] > 0)
@@ -89,14 +93,38 @@ def surface_peak(surface: np.ndarray) -> tuple[int, float]:
     return peak, (float(surface.flat[peak]) / mean if mean > 0 else 0.0)
 
 
+class Spectra:
+    """The reference fields' spectra most recently computed, for the pairs that share them.
+
+    WHY. Registering every cycle of a screen to the reference cycle pairs each channel's reference
+    field with every cycle: 44 pairs, 4 distinct first fields. A field equal to one held here (equal
+    values, compared in a millisecond) takes its spectrum (a transform of ten to thirty) from here.
+    """
+
+    HELD = 8
+
+    def __init__(self, transform: Any) -> None:
+        self.transform = transform
+        self.held: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def of(self, field: np.ndarray) -> np.ndarray:
+        for known, held in self.held:
+            if known.shape == field.shape and np.array_equal(known, field):
+                return held
+        spectrum: np.ndarray = self.transform(field.astype(np.float64, copy=False))
+        self.held = [(field, spectrum), *self.held[:self.HELD - 1]]
+        return spectrum
+
+
 def _correlate(first: np.ndarray, second: np.ndarray, peaks: np.ndarray, ratios: np.ndarray, pairs: range,
                workers: int) -> None:
     from scipy import fft
 
     shape = first.shape[1:]
+    spectra = Spectra(lambda field: fft.rfft2(field, workers=workers))
     for number in pairs:
-        product = fft.rfft2(first[number].astype(np.float64, copy=False), workers=workers)
-        normalise(product, fft.rfft2(second[number].astype(np.float64, copy=False), workers=workers))
+        product = fft.rfft2(second[number].astype(np.float64, copy=False), workers=workers)
+        normalise(spectra.of(first[number]), product)
         peaks[number], ratios[number] = surface_peak(fft.irfft2(product, s=shape, workers=workers))
 
 
