@@ -67,7 +67,8 @@ def _one(compiled: ModuleType, first: np.ndarray, second: np.ndarray, threads: i
     """One pair's peak and ratio, its passes split by rows between ``threads``."""
     from scipy import fft
 
-    reference = next((spectrum for known, spectrum in held if np.array_equal(known, first)), None)
+    reference = next((spectrum for known, spectrum in held  # the first row rejects a different field at once
+                      if np.array_equal(known[0], first[0]) and np.array_equal(known, first)), None)
     if reference is None:
         reference = fft.rfft2(first.astype(np.float64, copy=False), workers=threads)
         held[:] = [(first, reference), *held[:_HELD - 1]]
