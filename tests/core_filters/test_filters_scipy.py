@@ -233,3 +233,28 @@ def test_torch_declines_the_gaussian_without_float64() -> None:
     no_double = _runtime.Device(torch.device("cpu"), float64=False)
     with pytest.raises(BackendDeclined, match="no float64"):
         _smooth.gaussian(np.zeros((4, 4), np.float32), (1.0, 1.0), 4.0, "reflect", False, no_double)
+
+
+# ---- memory: a stack costs its input, its output and about one field ------------------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("name", ["gaussian_filter", "gaussian_laplace", "minimum_filter"])
+def test_a_stack_holds_about_one_field_of_working_memory(backend: str, name: str) -> None:
+    """A camera stack filtered into ``out``: what NumPy allocates on the way peaks at a few fields'
+    float32 worth (each field cast on its own), never a copy of the stack (sixteen fields)."""
+    import tracemalloc
+
+    stack = np.random.default_rng(9).integers(0, 4000, size=(16, 256, 256)).astype(np.uint16)
+    out = np.empty(stack.shape, np.float32)
+    field_bytes = 256 * 256 * 4
+    run = getattr(ops, name)
+    argument = 5 if name == "minimum_filter" else 1.5
+    run(stack, argument, backend=backend, out=out)  # the first call's lazy imports and kernels
+    tracemalloc.start()
+    try:
+        run(stack, argument, backend=backend, out=out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * field_bytes, f"{peak / field_bytes:.1f} fields of working memory"
