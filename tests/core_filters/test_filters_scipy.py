@@ -19,7 +19,7 @@ import spacr_accel_core
 from spacr_accel_core import ops, reference
 from spacr_accel_core.separable import gaussian_weights
 
-BACKENDS = ("numpy", "numba")
+BACKENDS = ("numpy", "numba", "torch")
 """Forced by name; CuPy's algorithms are checked on the host through its NumPy kit below."""
 
 _SETTINGS = settings(max_examples=40, deadline=None,
@@ -190,3 +190,71 @@ def test_sigma_zero_is_scipys_copy() -> None:
     same_bits(ops.gaussian_filter(field, 0), scipy_gaussian(field, 0, 4.0, "reflect", False))
     same_bits(ops.gaussian_laplace(field, 0.0), scipy_gaussian(field, 0, 4.0, "reflect", True))
     assert spacr_accel_core.last_dispatch().backend == "core"  # type: ignore[union-attr]
+
+
+# ---- CuPy's algorithms, on the host through its NumPy kit -----------------------------------------
+
+
+@pytest.mark.parametrize("laplace", [False, True], ids=["gaussian_filter", "gaussian_laplace"])
+@_SETTINGS
+@given(field=fields(stacks=False), sigma=sigmas, truncate=st.sampled_from([4.0, 1.3]),
+       mode=st.sampled_from(["reflect", "nearest"]))
+def test_cupy_kit_gaussian_matches_scipy(laplace: bool, field: np.ndarray, sigma: Any, truncate: float,
+                                         mode: str) -> None:
+    from spacr_accel_core._checks import SIGMA_SKIPPED, sigma_pair
+    from spacr_accel_cupy import _kit, _smooth
+
+    pair = sigma_pair(sigma)
+    if max(pair) <= SIGMA_SKIPPED:
+        return  # the core answers a filter that smooths nothing; no backend is asked
+    got = _smooth.gaussian(_kit.numpy_kit(), field.astype(np.float32), pair, truncate, mode, laplace)
+    same_bits(got, scipy_gaussian(field, sigma, truncate, mode, laplace))
+
+
+@_SETTINGS
+@given(field=fields(stacks=False), size=st.integers(3, 9).map(lambda s: s | 1))
+def test_cupy_kit_minimum_matches_scipy(field: np.ndarray, size: int) -> None:
+    from spacr_accel_cupy import _kit, _smooth
+
+    got = _smooth.minimum_filter(_kit.numpy_kit(), field.astype(np.float32), size)
+    for mode in ("reflect", "nearest"):
+        same_bits(got, scipy_extreme(field, size, mode, minimum=True))
+
+
+# ---- a device without float64 -------------------------------------------------------------------
+
+
+def test_torch_declines_the_gaussian_without_float64() -> None:
+    import torch
+
+    from spacr_accel_core import BackendDeclined
+    from spacr_accel_torch import _runtime, _smooth
+
+    no_double = _runtime.Device(torch.device("cpu"), float64=False)
+    with pytest.raises(BackendDeclined, match="no float64"):
+        _smooth.gaussian(np.zeros((4, 4), np.float32), (1.0, 1.0), 4.0, "reflect", False, no_double)
+
+
+# ---- memory: a stack costs its input, its output and about one field ------------------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("name", ["gaussian_filter", "gaussian_laplace", "minimum_filter"])
+def test_a_stack_holds_about_one_field_of_working_memory(backend: str, name: str) -> None:
+    """A camera stack filtered into ``out``: what NumPy allocates on the way peaks at a few fields'
+    float32 worth (each field cast on its own), never a copy of the stack (sixteen fields)."""
+    import tracemalloc
+
+    stack = np.random.default_rng(9).integers(0, 4000, size=(16, 256, 256)).astype(np.uint16)
+    out = np.empty(stack.shape, np.float32)
+    field_bytes = 256 * 256 * 4
+    run = getattr(ops, name)
+    argument = 5 if name == "minimum_filter" else 1.5
+    run(stack, argument, backend=backend, out=out)  # the first call's lazy imports and kernels
+    tracemalloc.start()
+    try:
+        run(stack, argument, backend=backend, out=out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * field_bytes, f"{peak / field_bytes:.1f} fields of working memory"

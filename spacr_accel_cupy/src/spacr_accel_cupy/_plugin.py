@@ -133,6 +133,35 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray,
     return _run("nearest_neighbours", nearest, source, target, chunk)
 
 
+# ---- the decode chain's filters -------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_minimum_filter(field: np.ndarray, size: int) -> np.ndarray:
+    from ._smooth import minimum_filter
+
+    return _run("minimum_filter", minimum_filter, field, size)
+
+
+@hookimpl
+def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], truncate: float,
+                                mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    return _run("gaussian_filter", gaussian, field, sigma, truncate, mode, False)
+
+
+@hookimpl
+def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], truncate: float,
+                                 mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    return _run("gaussian_laplace", gaussian, field, sigma, truncate, mode, True)
+
+
+# ---- the decode chain: base intensities and registration ----------------------------------------
+
+
 @hookimpl
 def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
     from ._decode import window_maxima
