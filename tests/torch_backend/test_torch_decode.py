@@ -41,3 +41,17 @@ def test_small_passes_give_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> N
     for name in ("dy", "dx", "peak_ratio", "accepted"):
         np.testing.assert_array_equal(getattr(whole[0], name), getattr(split[0], name))
     np.testing.assert_array_equal(whole[1], split[1])
+
+
+def test_a_device_without_float64_is_never_sent_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[np.dtype] = []
+    original = _decode.tensor
+
+    def recording(array: np.ndarray, device: object = None) -> object:
+        sent.append(array.dtype)
+        return original(array, device)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_decode, "tensor", recording)
+    first = np.random.default_rng(2).random((2, 12, 12))
+    _decode.phase_correlate(first, np.roll(first, 1, axis=1), Device(torch.device("cpu"), float64=False))
+    assert sent and all(dtype == np.float32 for dtype in sent)

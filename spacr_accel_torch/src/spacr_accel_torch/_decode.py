@@ -95,9 +95,12 @@ def phase_correlate(first: np.ndarray, second: np.ndarray, device: Device) -> tu
     peaks = np.empty(count, dtype=np.int64)
     ratios = np.empty(count, dtype=np.float64)
 
+    # A device without float64 (Metal) refuses even to receive one: the fields are cast on the host.
+    host = None if device.float64 else np.float32
+
     def step(start: int, stop: int) -> None:
-        a = tensor(np.ascontiguousarray(first[start:stop]), device.torch).to(dtype)
-        b = tensor(np.ascontiguousarray(second[start:stop]), device.torch).to(dtype)
+        a = tensor(np.ascontiguousarray(first[start:stop], dtype=host), device.torch).to(dtype)
+        b = tensor(np.ascontiguousarray(second[start:stop], dtype=host), device.torch).to(dtype)
         where, ratio = _surfaces(a, b)
         peaks[start:stop] = where.cpu().numpy()
         ratios[start:stop] = ratio.to(torch.float64).cpu().numpy()
