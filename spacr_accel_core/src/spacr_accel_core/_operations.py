@@ -373,8 +373,7 @@ def adapt_plain(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...]
 
 OPERATIONS: Final[Mapping[str, Operation]] = {
     op.name: op for op in (
-        Operation("maximum_filter", check_array, adapt_filter, {"out": None},
-                  "Peak finding (maximum_filter)"),
+        Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)"),
         Operation("matmul", check_array, adapt_matmul, {"out": None}, "Spectral unmixing (matmul)"),
         Operation("nearest_neighbours", check_neighbours, adapt_neighbours,
                   {"k": 1, "max_distance": None, "metric": "euclidean"}, "Cell matching (nearest_neighbours)"),
