@@ -8,9 +8,10 @@
   44 pairs in one call against 44 single calls.
 
 Each row is a ratio "ours / theirs" of the best of several interleaved repeats (the machine is
-shared and noisy), then the CPU seconds each spent (all threads together, least of the repeats); every answer is checked equal to the other side's before it is timed. "Ours"
-is ``spacr_accel_core.ops`` with automatic dispatch (the example plugins blocked), and each
-shipped CPU backend forced (``--backends``).
+shared and noisy), then the CPU seconds each spent (all threads together, least of the repeats);
+every answer is checked equal to the other side's before it is timed. "Ours" is
+``spacr_accel_core.ops`` with automatic dispatch (the example plugins blocked), and each shipped
+CPU backend forced (``--backends``).
 
     python benchmarks/bench_decode_ops.py              # about two minutes on 2 cores
     python benchmarks/bench_decode_ops.py --quick      # a smaller stack, seconds
