@@ -21,6 +21,7 @@ from ._errors import (
 )
 from ._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
 from ._records import BackendInfo, Dispatch, HostDevice, PluginStatus
+from ._registration import Registration
 from ._registry import REGISTRY, Registry, cpu_requested, use
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "NoBackendError",
     "PluginFault",
     "PluginStatus",
+    "Registration",
     "Registry",
     "Setting",
     "cpu_requested",

@@ -36,6 +36,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ._bench_decode import compare_gathered, compare_registration, decode_inputs
 from ._errors import describe as _describe
 from ._records import PluginStatus
 
@@ -81,7 +82,7 @@ class Case:
 
 
 def _compare_field(reference: Any, result: Any) -> tuple[bool, str]:
-    """Bit-identical, NaN where NumPy has NaN: the maximum filter is exact on every backend.
+    """Bit-identical, NaN where NumPy has NaN: the filters are exact on every backend.
 
     :param reference: NumPy's filtered field.
     :param result: the backend's.
@@ -164,6 +165,7 @@ def cases(quick: bool, seed: int = 0) -> list[Case]:
     points = 5_000 if quick else 100_000
     source = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
     target = rng.uniform(0, 2048, size=(points, 2)).astype(np.float32)
+    decode = decode_inputs(quick, rng)
     return [
         Case("maximum_filter", f"{side}x{side} float32, size {size}", (field, size), _compare_field,
              checks=(("dead pixels (NaN) in a 128x128 corner", (corner, size)),)),
@@ -173,6 +175,25 @@ def cases(quick: bool, seed: int = 0) -> list[Case]:
         Case("local_maxima", f"{side}x{side} float32, size 7, above 1000", (field, 7), _compare_peaks,
              checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 7)),),
              keywords=(("threshold", 1000.0),)),
+        *_decode_cases(field, corner, rng, quick),
+        Case("window_maxima", *decode["window_maxima"], compare_gathered),
+        Case("phase_correlate", *decode["phase_correlate"], compare_registration),
+    ]
+
+
+def _decode_cases(field: np.ndarray, corner: np.ndarray, rng: np.random.Generator, quick: bool) -> list[Case]:
+    """The decode chain's filters: a cycle's stack of fields smoothed and scored, and its floor."""
+    planes = 2 if quick else 8
+    stack = (100.0 + 10.0 * rng.standard_normal((planes, *field.shape[-2:]), dtype=np.float32))
+    dead = (("dead pixels (NaN) in a 128x128 corner", (corner, 1.0)),)
+    return [
+        Case("minimum_filter", f"{field.shape[0]}x{field.shape[1]} float32, size 5, reflect", (field, 5),
+             _compare_field, keywords=(("mode", "reflect"),),
+             checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 5)),)),
+        Case("gaussian_filter", f"{field.shape[0]}x{field.shape[1]} float32, sigma 3", (field, 3.0),
+             _compare_field, checks=dead),
+        Case("gaussian_laplace", f"{planes} x {field.shape[0]}x{field.shape[1]} float32, sigma 1",
+             (stack.astype(np.float32), 1.0), _compare_field, checks=dead),
     ]
 
 

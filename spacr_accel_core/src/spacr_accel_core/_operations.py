@@ -148,6 +148,35 @@ def check_coordinates(result: Any, shape: tuple[int, ...]) -> str | None:
     return None
 
 
+def check_gathered(result: Any, expected: tuple[int, int]) -> str | None:
+    """float32 ``(N, F)``: one value per point and field."""
+    if type(result) is np.ndarray and result.dtype is _F32 and result.shape == expected:
+        return None
+    return f"returned {getattr(result, 'dtype', type(result).__name__)}" \
+           f"{list(getattr(result, 'shape', ()))}, expected float32{list(expected)}"
+
+
+def check_correlation(result: Any, expected: tuple[int, int]) -> str | None:
+    """``(peaks, ratios)``: int64 ``(B,)`` flat indices inside the field, float64 ``(B,)`` ratios.
+
+    A peak outside the field is the wrong answer a shape check cannot see (it would unwrap to a
+    shift no surface holds); a negative or NaN ratio is not a ratio of a maximum to a mean.
+    """
+    count, pixels = expected
+    if not isinstance(result, tuple) or len(result) != 2:
+        return f"returned {type(result).__name__}, not a (peaks, ratios) pair"
+    peaks, ratios = result
+    if not isinstance(peaks, np.ndarray) or peaks.dtype != _I64 or peaks.shape != (count,):
+        return f"peaks are not int64 of shape ({count},)"
+    if not isinstance(ratios, np.ndarray) or ratios.dtype != np.float64 or ratios.shape != (count,):
+        return f"ratios are not float64 of shape ({count},)"
+    if count and (peaks.min() < 0 or peaks.max() >= pixels):
+        return "returned peaks outside the field"
+    if count and not (ratios >= 0).all():
+        return "returned negative or NaN ratios"
+    return None
+
+
 # ---- adapters ---------------------------------------------------------------------------------
 
 
@@ -174,8 +203,8 @@ def _settling_zeros(call: Call) -> Call:
     maximum is one of its inputs, so there the pass is skipped.
     """
 
-    def settle(field: np.ndarray, size: int, out: np.ndarray | None) -> Any:
-        result = call(field, size, out)
+    def settle(field: np.ndarray, size: int, out: np.ndarray | None, *rest: Any) -> Any:
+        result = call(field, size, out, *rest)
         if field.dtype.kind in "biu" or not isinstance(result, np.ndarray):  # the check judges the latter
             return result
         if result.flags.writeable and not np.may_share_memory(result, field):
@@ -189,8 +218,8 @@ def _settling_zeros(call: Call) -> Call:
 def _into_out(call: Call) -> Call:
     """``out=`` for a plugin that does not take it: its fresh result copied in."""
 
-    def into(first: Any, second: Any, out: np.ndarray | None) -> Any:
-        result = call(first, second, None)
+    def into(first: Any, second: Any, out: np.ndarray | None, *rest: Any) -> Any:
+        result = call(first, second, None, *rest)
         if out is None or not isinstance(result, np.ndarray) or result.shape != out.shape \
                 or result.dtype != _F32:
             return result  # the check names what is wrong
@@ -207,15 +236,15 @@ def _field_by_field(call: Call) -> Call:
     ``TypeError`` naming the field, so dispatch reports the real fault (not a later shape mismatch).
     """
 
-    def each(field: np.ndarray, size: int, out: np.ndarray | None) -> Any:
+    def each(field: np.ndarray, size: Any, out: np.ndarray | None, *rest: Any) -> Any:
         if field.ndim == 2:
-            return call(field, size, out)
+            return call(field, size, out, *rest)
         result = np.empty(field.shape, dtype=_F32) if out is None else out
         fields = field.reshape(-1, *field.shape[-2:])
         into = result.reshape(fields.shape)
         for i in range(fields.shape[0]):
             view = into[i]
-            problem = check_array(call(fields[i], size, view), (view.shape, view))
+            problem = check_array(call(fields[i], size, view, *rest), (view.shape, view))
             if problem is not None:
                 raise TypeError(f"field {i} of the stack: {problem}")
         return result
@@ -225,7 +254,7 @@ def _field_by_field(call: Call) -> Call:
 
 def adapt_filter(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
                  declaration: Declaration) -> Call:
-    """``maximum_filter(field, size, out)`` for one plugin."""
+    """``maximum_filter(field, size, out)`` (and ``minimum_filter``) for one plugin."""
     call = by_position(function, argnames, spec)
     if "out" not in argnames:
         call = _into_out(call)
@@ -314,6 +343,35 @@ def adapt_peaks(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...]
     return _casting(call, declaration)
 
 
+# ---- the decode chain's filters (minimum, Gaussian, Laplacian of Gaussian) ---------------------
+
+
+def adapt_smoothing(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                    declaration: Declaration) -> Call:
+    """``gaussian_filter(field, sigma, out, truncate, mode)`` (and ``gaussian_laplace``) for one
+    plugin: ``out=`` filled by a copy, a stack field by field, a camera field cast. A zero keeps
+    the sign SciPy gives it."""
+    call = by_position(function, argnames, spec)
+    if "out" not in argnames:
+        call = _into_out(call)
+    if not declaration.stacks:
+        call = _field_by_field(call)
+    return _casting(call, declaration)
+
+
+def adapt_gather(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                 declaration: Declaration) -> Call:
+    """``window_maxima(stack, points, size)`` for one plugin: a camera stack it did not declare
+    reaches it as float32 (the window's maximum of the cast is the cast of its maximum)."""
+    return _casting(by_position(function, argnames, spec), declaration)
+
+
+def adapt_plain(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                declaration: Declaration) -> Call:
+    """An operation every plugin takes as the spec says (``phase_correlate``)."""
+    return by_position(function, argnames, spec)
+
+
 OPERATIONS: Final[Mapping[str, Operation]] = {
     op.name: op for op in (
         Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)"),
@@ -322,6 +380,14 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
                   {"chunk": None, "k": 1, "max_distance": None, "metric": "euclidean"},
                   "Cell matching (nearest_neighbours)"),
         Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)"),
+        Operation("minimum_filter", check_array, adapt_filter, {"out": None},
+                  "Background floor (minimum_filter)"),
+        Operation("gaussian_filter", check_array, adapt_smoothing, {"out": None}, "Smoothing (gaussian_filter)"),
+        Operation("gaussian_laplace", check_array, adapt_smoothing, {"out": None},
+                  "Spot enhancement (gaussian_laplace)"),
+        Operation("window_maxima", check_gathered, adapt_gather, {}, "Base intensities at reads (window_maxima)"),
+        Operation("phase_correlate", check_correlation, adapt_plain, {},
+                  "Cycle registration (phase_correlate)"),
     )
 }
 """Every primitive, by name, in the order the doctor and the bench list them."""

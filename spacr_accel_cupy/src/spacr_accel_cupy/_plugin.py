@@ -139,3 +139,46 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk
     from ._knearest import nearest_neighbours
 
     return _run("nearest_neighbours", nearest_neighbours, source, target, chunk, k, max_distance, metric)
+
+
+# ---- the decode chain's filters -------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_minimum_filter(field: np.ndarray, size: int) -> np.ndarray:
+    from ._smooth import minimum_filter
+
+    return _run("minimum_filter", minimum_filter, field, size)
+
+
+@hookimpl
+def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], truncate: float,
+                                mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    return _run("gaussian_filter", gaussian, field, sigma, truncate, mode, False)
+
+
+@hookimpl
+def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], truncate: float,
+                                 mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    return _run("gaussian_laplace", gaussian, field, sigma, truncate, mode, True)
+
+
+# ---- the decode chain: base intensities and registration ----------------------------------------
+
+
+@hookimpl
+def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
+    from ._decode import window_maxima
+
+    return _run("window_maxima", window_maxima, stack, points, size)
+
+
+@hookimpl
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ._decode import phase_correlate
+
+    return _run("phase_correlate", phase_correlate, first, second)

@@ -46,8 +46,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins, warm_up
+from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins, reference, warm_up
 from .._errors import describe
+from ._decode import DecodeConformance
+from ._filters import FilterConformance
 from ._science import ScienceConformance
 
 __all__ = [
@@ -185,6 +187,25 @@ def _small_case(operation: str) -> tuple[tuple[Any, ...], Callable[[Any], None]]
     if operation == "local_maxima":
         field = np.arange(12, dtype=np.float32).reshape(3, 4)
         return (field, 3), lambda got: np.testing.assert_array_equal(got, [[2, 3]])
+    if operation == "minimum_filter":
+        field = np.arange(12, dtype=np.float32).reshape(3, 4)
+        return (field, 3), lambda got: np.testing.assert_array_equal(got, [[0, 0, 1, 2], [0, 0, 1, 2],
+                                                                          [4, 4, 5, 6]])
+    if operation in ("gaussian_filter", "gaussian_laplace"):
+        field = np.arange(12, dtype=np.float32).reshape(3, 4)
+        expected = getattr(reference, operation)(field, 1.0)
+        return (field, 1.0), lambda got: np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    if operation == "window_maxima":
+        stack = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+        return (stack, [[0, 0], [2, 3]], 3), lambda got: np.testing.assert_array_equal(got, [[5, 17], [11, 23]])
+    if operation == "phase_correlate":
+        pair = np.random.default_rng(0).random((6, 8))
+        moved = np.roll(pair, (1, 2), axis=(0, 1))
+
+        def shifted(got: Any) -> None:
+            assert got.shift == (-1, -2)
+
+        return (pair, moved), shifted
     if operation == "matmul":
         first = np.arange(6, dtype=np.float32).reshape(2, 3)
         second = np.ones((3, 2), np.float32)
@@ -204,7 +225,8 @@ def _core_filters(shape: tuple[int, ...], size: int) -> bool:
     return window <= 1 or 0 in shape or window >= 2 * max(shape) - 1
 
 
-class BackendConformance(ScienceConformance):
+
+class BackendConformance(ScienceConformance, FilterConformance, DecodeConformance):
     """Subclass as ``Test<Name>`` with ``backend = "<plugin name>"``; pytest runs the rest.
 
     Every check forces the backend with ``backend=`` so a silent fall-through to NumPy cannot
