@@ -29,11 +29,11 @@ import time
 RESOLVE = """
 import json, sys, time
 mode = sys.argv[1]
-from spacr_accel_torch import _plugin, _probe
+from spacr_accel_torch import _nodes, _probe
 if mode == "no-kernel-check":
     _probe._kernel_check = lambda torch, found: found
 if mode == "imports-torch":
-    _plugin._no_device_node = lambda: None
+    _nodes._no_device_node = lambda: None
 from spacr_accel_core import accelerator
 start = time.perf_counter()
 found = accelerator.resolve()
@@ -45,8 +45,8 @@ print(json.dumps({"ms": took * 1000, "torch": "torch" in sys.modules, "kind": fo
 DOCTOR = """
 import sys
 if sys.argv[1] == "imports-torch":
-    from spacr_accel_torch import _plugin
-    _plugin._no_device_node = lambda: None
+    from spacr_accel_torch import _nodes
+    _nodes._no_device_node = lambda: None
 from spacr_accel_core import _cli
 sys.exit(_cli.main(["doctor"]))
 """

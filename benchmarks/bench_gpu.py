@@ -17,6 +17,10 @@ Columns:
   card's bandwidth (measured as a device-to-device copy); matmul end to end within 1.5x of copying
   its operands to the card and the product back.
 
+Then the science calls' table of ``benchmarks/bench_gpu_science.py`` (nearest 1,000,000 x 1,000,000 in
+2-D with k=4; Hamming 100,000 x 100,000 x 32 bytes; the peaks of an (11, 4, 1480, 1480) stack,
+transfers included), unless ``--primitives-only``.
+
 Run by ``scripts/gpu-check``; ``--small`` shrinks the inputs for a quick run on a CPU.
 Exit status 0 when every backend that ran agrees, 1 otherwise (targets are reported, not enforced).
 """
@@ -98,6 +102,8 @@ def main() -> int:
     parser.add_argument("--backends", default="torch,cupy", help="accelerated backends to try")
     parser.add_argument("--force", action="store_true",
                         help="run the backends even where automatic dispatch would not (torch on a CPU)")
+    parser.add_argument("--primitives-only", action="store_true",
+                        help="leave out the science calls' table (benchmarks/bench_gpu_science.py)")
     args = parser.parse_args()
 
     from spacr_accel_core import ops, plugins
@@ -155,7 +161,19 @@ def main() -> int:
         shown_speed = f"{row.speedup:8.1f}x" if row.speedup is not None else f"{'-':>9}"
         print(f"{row.operation:<40} {row.backend:<7} {shown_resident} {shown_e2e} {shown_speed}  "
               f"{row.agrees:<10} {row.target}")
+    failed |= not args.primitives_only and science_table(args.small, args.backends, args.force) != 0
     return 1 if failed else 0
+
+
+def science_table(small: bool, backends: str, force: bool) -> int:
+    """The science calls' table (k nearest, Hamming, a stack's peaks) of ``bench_gpu_science.py``."""
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_gpu_science
+
+    print()
+    return bench_gpu_science.table(small, backends, force)
 
 
 def measure_resident(name: str, operation: str, operands: tuple[Any, ...], end_to_end: float,

@@ -29,6 +29,7 @@ from .contract._errors import (
 )
 from .contract._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
 from .contract._records import BackendInfo, Dispatch, HostDevice, PluginStatus
+from .contract._registration import Registration
 from .dispatch._registry import REGISTRY, Registry, cpu_requested, use
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "NoBackendError",
     "PluginFault",
     "PluginStatus",
+    "Registration",
     "Registry",
     "Setting",
     "cpu_requested",

@@ -20,7 +20,7 @@ from typing import Any
 
 import dask.array as da
 
-from . import _dask
+from . import _dask, _dask_filters
 from ._dask import BlocksServed, Tally, blocks_served, forget, tally
 from .operations._operations import OPERATIONS
 from .ops import CHUNK
@@ -33,15 +33,21 @@ __all__ = [
     "Tally",
     "blocks_served",
     "forget",
+    "gaussian_filter",
+    "gaussian_laplace",
     "local_maxima",
     "matmul",
     "maximum_filter",
+    "minimum_filter",
     "nearest_neighbours",
+    "phase_correlate",
     "tally",
+    "window_maxima",
 ]
 
 
-def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+def maximum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: bool = True,
+                   backend: str | None = None) -> da.Array:
     """The maximum of each ``size`` x ``size`` window, field by field: BIT-IDENTICAL to
     :func:`spacr_accel_core.ops.maximum_filter` on each whole field, for every chunking.
 
@@ -56,12 +62,16 @@ def maximum_filter(field: Any, size: Any, *, gpu: bool = True, backend: str | No
         is exchanged at all). A NumPy array is wrapped with ``dask.array.asarray``.
     :param size: the window edge in pixels, as in ``ops``: even sizes are raised to the next odd,
         ``size <= 1`` is a float32 copy.
+    :param mode: ``"nearest"`` or ``"reflect"``, as in ``ops`` (the same answer).
     :param gpu: ``False`` keeps every worker on the CPU.
     :param backend: force one backend by name on every worker; its failure is raised from the compute.
     :returns: a lazy float32 dask array of ``field``'s shape and chunks.
-    :raises ValueError: ``field`` has fewer than 2 dimensions or unknown chunk sizes, or ``size`` is negative.
+    :raises ValueError: ``field`` has fewer than 2 dimensions or unknown chunk sizes, ``size`` is
+        negative, or ``mode`` is unknown.
     :raises TypeError: ``field`` is not numeric, or ``size`` is not an integer.
     """
+    if mode != "nearest":
+        return _dask_filters.extreme("maximum_filter", field, size, mode=mode, gpu=gpu, backend=backend)
     return _dask.maximum_filter(field, size, gpu=gpu, backend=backend)
 
 
@@ -146,6 +156,124 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = Tr
     return _dask.local_maxima(field, size, threshold=threshold, gpu=gpu, backend=backend)
 
 
+# ---- the decode chain's filters ------------------------------------------------------------------
+
+
+def minimum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: bool = True,
+                   backend: str | None = None) -> da.Array:
+    """The minimum of each ``size`` x ``size`` window, field by field: BIT-IDENTICAL to
+    :func:`spacr_accel_core.ops.minimum_filter` on each whole field, for every chunking.
+
+    As :func:`maximum_filter`: each block with the halo the window reaches (``size // 2``, capped
+    at the axis's length - 1), the border repeated at the array's edge (the answer of either mode).
+
+    :param field: a 2-D dask array (a mosaic) or a stack ``(..., H, W)`` (a plate).
+    :param size: the window edge in pixels, as in ``ops``.
+    :param mode: ``"nearest"`` or ``"reflect"``, as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy float32 dask array of ``field``'s shape and chunks.
+    :raises ValueError: as :func:`maximum_filter`.
+    :raises TypeError: as :func:`maximum_filter`.
+    """
+    return _dask_filters.extreme("minimum_filter", field, size, mode=mode, gpu=gpu, backend=backend)
+
+
+def gaussian_filter(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = "reflect", gpu: bool = True,
+                    backend: str | None = None) -> da.Array:
+    """The Gaussian of a mosaic or a plate: BIT-IDENTICAL to :func:`spacr_accel_core.ops.gaussian_filter`
+    (and so to SciPy) on each whole field, for every chunking.
+
+    Each block is filtered with a halo of the kernel's reach along each axis (``int(truncate *
+    sigma + 0.5)`` pixels), the array's edge continued by ``mode`` (dask's ``reflect`` is SciPy's);
+    an axis held whole by every block exchanges no halo, and one shorter than the reach is handed
+    to each block whole.
+
+    :param field: a 2-D dask array (a mosaic) or a stack ``(..., H, W)`` (a plate: chunk it a few
+        fields per block, the last two axes whole, and no halo is exchanged).
+    :param sigma: a number or ``(rows, columns)``, as in ``ops``.
+    :param truncate: the reach in standard deviations, as in ``ops``.
+    :param mode: ``"reflect"`` or ``"nearest"``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy float32 dask array of ``field``'s shape and chunks.
+    :raises ValueError: as :func:`spacr_accel_core.ops.gaussian_filter`, or unknown chunk sizes.
+    :raises TypeError: as :func:`spacr_accel_core.ops.gaussian_filter`.
+    """
+    return _dask_filters.smoothing("gaussian_filter", field, sigma, truncate=truncate, mode=mode, gpu=gpu,
+                                   backend=backend)
+
+
+def gaussian_laplace(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = "reflect", gpu: bool = True,
+                     backend: str | None = None) -> da.Array:
+    """The Laplacian of the Gaussian of a mosaic or a plate: BIT-IDENTICAL to
+    :func:`spacr_accel_core.ops.gaussian_laplace` on each whole field, for every chunking (the
+    halo and the edge as :func:`gaussian_filter`: both terms reach as far).
+
+    :param field: a 2-D dask array (a mosaic) or a stack ``(..., H, W)`` (a plate).
+    :param sigma: a number or ``(rows, columns)``, as in ``ops``.
+    :param truncate: the reach in standard deviations.
+    :param mode: ``"reflect"`` or ``"nearest"``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy float32 dask array of ``field``'s shape and chunks.
+    :raises ValueError: as :func:`gaussian_filter`.
+    :raises TypeError: as :func:`gaussian_filter`.
+    """
+    return _dask_filters.smoothing("gaussian_laplace", field, sigma, truncate=truncate, mode=mode, gpu=gpu,
+                                   backend=backend)
+
+
+# ---- the decode chain: base intensities and registration ----------------------------------------
+
+
+def window_maxima(stack: Any, points: Any, size: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """The base intensities of reads on a chunked stack: exactly :func:`spacr_accel_core.ops.window_maxima`
+    on the whole stack, for every chunking.
+
+    ``points`` are the WHOLE field's ``(y, x)`` (as ``local_maxima`` on Dask returns them). Each
+    block is grown by the window's radius along the rows and columns (the border repeated at the
+    array's edge) and reads the points centred in its own pixels; the values are put back in the
+    points' order.
+
+    :param stack: a dask array ``(..., H, W)``, chunked any way.
+    :param points: ``(N, 2)`` integer coordinates inside the field (in memory).
+    :param size: the window edge, as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy float32 dask array ``(N, *stack.shape[:-2])``.
+    :raises ValueError: as ``ops.window_maxima``, or unknown chunk sizes.
+    :raises TypeError: as ``ops.window_maxima``.
+    """
+    from . import _dask_decode
+
+    return _dask_decode.window_maxima(stack, points, size, gpu=gpu, backend=backend)
+
+
+def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
+                    min_peak_ratio: Any = 3.0, gpu: bool = True, backend: str | None = None) -> Any:
+    """The registrations of a stack of pairs: :func:`spacr_accel_core.ops.phase_correlate` per block of pairs.
+
+    A pair is never split: the last two axes are brought whole into every block (rechunked if
+    they were not), and each block of pairs is one call on the worker that computes it.
+
+    :param first: a dask array ``(..., H, W)`` of reference fields.
+    :param second: the fields to register against them, the same shape.
+    :param expected: as in ``ops``.
+    :param tolerance: as in ``ops``.
+    :param min_peak_ratio: as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a :class:`~spacr_accel_core.Registration` whose fields are lazy dask arrays of the
+        leading shape (0-d for two 2-D fields), its ``backend`` ``"dask"`` (:func:`blocks_served`
+        says who served the blocks).
+    :raises ValueError: as ``ops.phase_correlate`` (finite pixels are checked in the blocks).
+    :raises TypeError: as ``ops.phase_correlate``.
+    """
+    from . import _dask_decode
+
+    return _dask_decode.phase_correlate(first, second, expected=expected, tolerance=tolerance,
+                                        min_peak_ratio=min_peak_ratio, gpu=gpu, backend=backend)
 # Every operation the table serves "field by field" on Dask, with no code here (see _dask.by_fields).
 for _operation in OPERATIONS.values():
     if _operation.dask == "fields":

@@ -23,37 +23,53 @@ from typing import Any
 
 import numpy as np
 
-from .contract._declaration import NARROW_FIELDS
+from .contract._registration import Registration, judge
 from .dispatch._registry import REGISTRY
 from .operations._checks import (
     _F32,
     _I64,
     _NUMERIC_KINDS,
     _ZERO,
+    SIGMA_SKIPPED,
     _numeric,
     _options,
     _points,
     _product_shape,
     _read_only,
     _widths_and_chunk,
+    as_filtered,
     distance_bound,
-    fields_shape,
+    expected_shift,
+    field_array,
+    field_pair,
+    filter_mode,
     metric_name,
     neighbour_count,
     out_array,
     packed_bits,
+    ratio_floor,
+    shift_tolerance,
+    sigma_pair,
     threshold_below,
+    truncate_value,
     window_edge,
+    window_points,
 )
 
 __all__ = [
     "CHUNK",
+    "Registration",
     "accelerated_backends",
+    "gaussian_filter",
+    "gaussian_laplace",
     "local_maxima",
     "matmul",
     "maximum_filter",
+    "minimum_filter",
     "mutual_nearest_neighbours",
     "nearest_neighbours",
+    "phase_correlate",
+    "window_maxima",
 ]
 
 CHUNK = 4096
@@ -73,25 +89,6 @@ def accelerated_backends(gpu: bool = True) -> tuple[str, ...]:
     return REGISTRY.backend_names(_options(gpu, None))
 
 
-def _field(field: Any) -> np.ndarray:
-    array = _numeric(field, "field")
-    fields_shape(array.shape)
-    return array
-
-
-def _as_filtered(array: np.ndarray) -> np.ndarray:
-    """The field as a backend receives it: a camera dtype as it is, anything else as float32.
-
-    A float64 value beyond float32's range becomes inf quietly, as the contract says (NumPy would
-    warn "overflow encountered in cast", an exception under ``-W error``).
-    """
-    if array.dtype in NARROW_FIELDS:
-        return array
-    with np.errstate(over="ignore"):
-        converted: np.ndarray = array.astype(_F32, copy=False)
-    return converted
-
-
 def _whole_field_maxima(data: np.ndarray) -> np.ndarray:
     """Each field's maximum, shaped to broadcast over it: the answer for a window covering every
     pixel from every pixel (``size >= 2 * max(H, W) - 1`` with the edge repeated). np.max
@@ -101,8 +98,8 @@ def _whole_field_maxima(data: np.ndarray) -> np.ndarray:
     return maxima
 
 
-def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | None = None,
-                   out: np.ndarray | None = None) -> np.ndarray:
+def maximum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: Any = True,
+                   backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
     """The maximum of each ``size`` x ``size`` window, centred on every pixel.
 
     WHAT PEAK FINDING IS MADE OF: a read is a local maximum of the spot score, and "local" means
@@ -118,34 +115,49 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: str | Non
     :param size: the window edge, in pixels: an integer, or a float holding a whole number
         (``7.0``). Even sizes are raised to the next odd one (a window with no centre cannot be
         centred); ``size <= 1`` returns a copy.
+    :param mode: how the field continues beyond its border: ``"nearest"`` repeats the edge pixel;
+        ``"reflect"`` mirrors the field about its edge, the edge pixel repeated (``d c b a | a b c
+        d``), as ``scipy.ndimage`` means it. The two give the same answer: a window reaching past
+        the edge already holds every pixel either border would bring into it (the edge pixel; the
+        mirror images of pixels nearer the edge than the window's reach), so the maximum is
+        that of the window clipped to the field, and every backend serves both.
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
     :param out: a float32 C-contiguous array of the field's shape to write into (NumPy's
         convention; it must not overlap ``field``): spares a large field's fresh-page faults.
     :returns: the filtered field as float32 of the same shape (``out`` when given).
-    :raises ValueError: ``field`` is not 2-D (or a stack), ``size`` is negative or fractional, or
-        ``out`` has the wrong shape, layout, or overlaps ``field``.
+    :raises ValueError: ``field`` is not 2-D (or a stack), ``size`` is negative or fractional,
+        ``mode`` is unknown, or ``out`` has the wrong shape, layout, or overlaps ``field``.
     :raises TypeError: ``field`` is not numeric (or a masked array), ``size`` is not a number,
         ``out`` is not a float32 array, or ``gpu``/``backend`` are not a bool and a name.
     """
-    array = _field(field)
+    return _window_extreme("maximum_filter", field, size, mode, gpu, backend, out)
+
+
+def _window_extreme(operation: str, field: Any, size: Any, mode: Any, gpu: Any, backend: str | None,
+                    out: np.ndarray | None) -> np.ndarray:
+    """``maximum_filter`` or ``minimum_filter``: checked, answered here where no backend is needed,
+    dispatched otherwise."""
+    array = field_array(field)
     window = window_edge(size)
+    filter_mode(mode)  # either answer is the window clipped to the field: see maximum_filter
     use_gpu = _options(gpu, backend)
     target = out_array(out, array.shape, array)
     if window <= 1 or array.size == 0 or window >= 2 * max(array.shape[-2:]) - 1:
         # No backend needed: a copy, an empty field, or a window that covers the whole field from
         # every pixel (a thin (1, 70000) field with size 200001 would otherwise ask a backend for
-        # a 110 GiB padded buffer).
-        REGISTRY.record_served("maximum_filter")
+        # a 110 GiB padded buffer). Reflected or repeated, such a window holds every pixel of its
+        # field: its reach, at least n - 1 along an axis of n, touches both ends from anywhere.
+        REGISTRY.record_served(operation)
         answer = np.empty(array.shape, _F32) if target is None else target
         if window <= 1 or array.size == 0:
-            answer[...] = _as_filtered(array)
+            answer[...] = as_filtered(array)
         else:
-            answer[...] = _whole_field_maxima(array)
+            answer[...] = _whole_field_extremes(array, operation == "minimum_filter")
         np.add(answer, _ZERO, out=answer)  # the +0.0 rule holds for a copy too
         return answer
     result: np.ndarray = REGISTRY.dispatch(
-        "maximum_filter", {"field": _read_only(_as_filtered(array)), "size": window, "out": target}, gpu=use_gpu,
+        operation, {"field": _read_only(as_filtered(array)), "size": window, "out": target}, gpu=use_gpu,
         backend=backend, expected=(array.shape, target))
     return result
 
@@ -339,11 +351,11 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: Any = Tru
     :raises ValueError: as :func:`maximum_filter`, or a NaN threshold.
     :raises TypeError: as :func:`maximum_filter`, or a threshold that is not a number.
     """
-    array = _field(field)
+    array = field_array(field)
     window = window_edge(size)
     use_gpu = _options(gpu, backend)
     below = threshold_below(threshold)
-    data = _as_filtered(array)
+    data = as_filtered(array)
     if window <= 1 or array.size == 0 or window >= 2 * max(array.shape[-2:]) - 1:
         REGISTRY.record_served("local_maxima")
         values = data.astype(_F32, copy=False)
@@ -356,3 +368,219 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: Any = Tru
     return REGISTRY.dispatch(  # type: ignore[no-any-return]  # the check guarantees the coordinates
         "local_maxima", {"field": _read_only(data), "size": window, "threshold": below}, gpu=use_gpu, backend=backend,
         expected=array.shape)
+
+
+# ---- the decode chain's filters ------------------------------------------------------------------
+
+
+def _whole_field_extremes(data: np.ndarray, minimum: bool) -> np.ndarray:
+    """Each field's minimum or maximum, shaped to broadcast over it (see :func:`_whole_field_maxima`)."""
+    if not minimum:
+        return _whole_field_maxima(data)
+    with np.errstate(over="ignore"):
+        minima: np.ndarray = np.min(data, axis=(-2, -1), keepdims=True).astype(_F32)
+    return minima
+
+
+def minimum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: Any = True,
+                   backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """The minimum of each ``size`` x ``size`` window, centred on every pixel.
+
+    THE BACKGROUND FLOOR OF A CYCLE'S IMAGE: the local minimum is what a spot sits on, the first
+    half of a morphological opening. The rules are :func:`maximum_filter`'s, with the minimum:
+    ``scipy.ndimage.minimum_filter(field.astype(float32), size, mode=mode)`` bit for bit on every
+    backend, a window holding a NaN yields NaN, a minimum of zero is ``+0.0``, even sizes are
+    raised to the next odd one, a stack ``(..., H, W)`` is filtered field by field.
+
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)`` of them.
+    :param size: the window edge in pixels (as for :func:`maximum_filter`).
+    :param mode: ``"nearest"`` (the edge pixel repeated) or ``"reflect"`` (the field mirrored
+        about its edge, the edge pixel repeated).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :param out: a float32 C-contiguous array of the field's shape to write into.
+    :returns: the filtered field as float32 of the same shape (``out`` when given).
+    :raises ValueError: as :func:`maximum_filter`.
+    :raises TypeError: as :func:`maximum_filter`.
+    """
+    return _window_extreme("minimum_filter", field, size, mode, gpu, backend, out)
+
+
+def _smoothing(operation: str, field: Any, sigma: Any, truncate: Any, mode: Any, gpu: Any,
+               backend: str | None, out: np.ndarray | None) -> np.ndarray:
+    """``gaussian_filter`` or ``gaussian_laplace``: checked, answered here where no axis is
+    smoothed or the field is empty, dispatched otherwise."""
+    array = field_array(field)
+    pair = sigma_pair(sigma)
+    reach = truncate_value(truncate)
+    border = filter_mode(mode)
+    use_gpu = _options(gpu, backend)
+    target = out_array(out, array.shape, array)
+    if array.size == 0 or max(pair) <= SIGMA_SKIPPED:
+        # SciPy smooths no axis whose sigma is at most 1e-15: the filter is a copy, and the
+        # Laplacian the sum of two copies (each "second derivative" left the field as it was).
+        REGISTRY.record_served(operation)
+        answer = np.empty(array.shape, _F32) if target is None else target
+        answer[...] = as_filtered(array)
+        if operation == "gaussian_laplace":
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.add(answer, answer, out=answer)
+        return answer
+    result: np.ndarray = REGISTRY.dispatch(
+        operation, {"field": _read_only(as_filtered(array)), "sigma": pair, "out": target, "truncate": reach,
+                    "mode": border}, gpu=use_gpu,
+        backend=backend, expected=(array.shape, target))
+    return result
+
+
+def gaussian_filter(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = "reflect", gpu: Any = True,
+                    backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """The field smoothed by a Gaussian: ``scipy.ndimage.gaussian_filter`` bit for bit.
+
+    THE FIRST STEP OF DECODING A CYCLE: the image is smoothed before its spots are scored. The
+    answer is ``scipy.ndimage.gaussian_filter(field.astype(float32), sigma, mode=mode,
+    truncate=truncate, axes=(-2, -1))`` to the last bit on every backend: each backend sums every
+    pixel's pass in float64 in SciPy's order and rounds to float32 between the passes (see
+    :mod:`spacr_accel_core.separable`); a device without float64 declines.
+
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)``: each field smoothed on
+        its own over its last two axes.
+    :param sigma: the standard deviation in pixels: a number, or a pair ``(rows, columns)``. Each
+        finite and not negative; 0 smooths nothing along that axis, as in SciPy (which leaves an
+        axis whose sigma is at most ``1e-15`` as it is).
+    :param truncate: the kernel's reach in standard deviations (radius ``int(truncate * sigma +
+        0.5)`` pixels), as in SciPy.
+    :param mode: ``"reflect"`` (SciPy's default: the field mirrored about its edge, the edge pixel
+        repeated) or ``"nearest"`` (the edge pixel repeated).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :param out: a float32 C-contiguous array of the field's shape to write into.
+    :returns: float32 of the field's shape (``out`` when given).
+    :raises ValueError: ``field`` is not 2-D (or a stack); ``sigma`` is negative, not finite or
+        not one or two values; ``truncate`` is negative or not finite; ``mode`` is unknown; ``out``
+        does not fit.
+    :raises TypeError: ``field``, ``sigma`` or ``truncate`` is not numeric, ``mode`` is not a
+        string, ``out`` is not a float32 array.
+    """
+    return _smoothing("gaussian_filter", field, sigma, truncate, mode, gpu, backend, out)
+
+
+def gaussian_laplace(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = "reflect", gpu: Any = True,
+                     backend: str | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """The Laplacian of the Gaussian-smoothed field: ``scipy.ndimage.gaussian_laplace`` bit for bit.
+
+    THE SPOT SCORE: a bright spot of about ``sigma`` pixels is a deep minimum of this. Per field,
+    the second derivative along the rows (smoothed along the columns) plus the second derivative
+    along the columns (smoothed along the rows), each as SciPy computes it, added in float32.
+    The arguments and rules are :func:`gaussian_filter`'s.
+
+    :param field: a 2-D array of real numbers, or a stack ``(..., H, W)``.
+    :param sigma: a number or a pair ``(rows, columns)``, as for :func:`gaussian_filter`.
+    :param truncate: the kernel's reach in standard deviations.
+    :param mode: ``"reflect"`` or ``"nearest"``.
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :param out: a float32 C-contiguous array of the field's shape to write into.
+    :returns: float32 of the field's shape (``out`` when given).
+    :raises ValueError: as :func:`gaussian_filter`.
+    :raises TypeError: as :func:`gaussian_filter`.
+    """
+    return _smoothing("gaussian_laplace", field, sigma, truncate, mode, gpu, backend, out)
+
+
+def window_maxima(stack: Any, points: Any, size: Any, *, gpu: Any = True, backend: str | None = None) -> np.ndarray:
+    """The maximum of the ``size`` x ``size`` window at each point, in every field: a read's base intensities.
+
+    "Each cycle's intensity of a read is the brightest pixel near its peak": the cycles are
+    registered to within a pixel, so the window's maximum rather than the centre pixel. Exactly
+    ``maximum_filter(stack, size)[..., y, x]`` for each point, moved to the front (edges clipped,
+    a window holding NaN is NaN, a maximum of zero ``+0.0``), without filtering the stack: on a
+    card only the ``N`` values of each field come back.
+
+    :param stack: a 2-D field, or a stack ``(..., H, W)`` (cycles and channels) of real numbers.
+    :param points: ``(N, 2)`` integer ``(y, x)`` rows inside the field (``local_maxima``'s peaks).
+    :param size: the window edge, as for :func:`maximum_filter` (even sizes raised to odd).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: float32 ``(N, *stack.shape[:-2])``.
+    :raises ValueError: as :func:`maximum_filter`, or ``points`` not ``(N, 2)`` whole coordinates
+        inside the field.
+    :raises TypeError: as :func:`maximum_filter`.
+    """
+    array = field_array(stack)
+    window = window_edge(size)
+    use_gpu = _options(gpu, backend)
+    rows = window_points(points, array.shape)
+    lead = array.shape[:-2]
+    fields = int(np.prod(lead, dtype=np.int64))
+    if rows.shape[0] == 0 or fields == 0:
+        REGISTRY.record_served("window_maxima")
+        return np.empty((rows.shape[0], *lead), dtype=_F32)
+    flat = as_filtered(array).reshape(fields, *array.shape[-2:])
+    result: np.ndarray = REGISTRY.dispatch(
+        "window_maxima", {"stack": _read_only(flat), "points": _read_only(rows), "size": window}, gpu=use_gpu,
+        backend=backend,
+        expected=(rows.shape[0], fields))
+    return result.reshape(rows.shape[0], *lead)
+
+
+def _registered(value: Any, name: str) -> np.ndarray:
+    """A field as registration computes on it: float32 or float64 as it is, other numbers as float64."""
+    array = _numeric(value, name)
+    return array if array.dtype in (_F32, np.dtype(np.float64)) else array.astype(np.float64)
+
+
+def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
+                    min_peak_ratio: Any = 3.0, gpu: Any = True, backend: str | None = None) -> Registration:
+    """The translation that lands ``second`` on ``first``, by phase correlation: how cycles are registered.
+
+    A drop-in for spaCR's ``ops_register.phase_correlate``: the float64 cross-power spectrum,
+    normalised to unit magnitude, transformed back; its first maximum (row-major) is the wrapped
+    shift, folded to the representative nearest ``expected``. ``np.roll(second, (dy, dx),
+    axis=(-2, -1))`` equals ``first`` for a pure circular shift. A stack of pairs is one call (on a
+    card one batch of transforms, sized to the free memory).
+
+    :param first: the reference field, 2-D, or a stack ``(..., H, W)``.
+    :param second: the field(s) to place against it, the same shape.
+    :param expected: ``(rows, columns)``, roughly where ``second`` lies: the unwrap's centre.
+    :param tolerance: how far from ``expected`` a shift may land and be accepted: one number, or
+        ``(rows, columns)``; when given, it IS the test and the peak ratio is only recorded.
+    :param min_peak_ratio: without a tolerance, the least peak-to-mean ratio a pair is accepted at
+        (a peak at the origin, the no-overlap signature, never is).
+    :param gpu: ``False`` keeps it on the CPU.
+    :param backend: force one backend by name; its failure is raised.
+    :returns: a :class:`Registration`: scalars for two 2-D fields, arrays of ``shape[:-2]`` for
+        stacks. A field with no variation is never accepted (its ratio is 0).
+    :raises ValueError: different shapes, fewer than two dimensions, an empty field, NaN or
+        infinite pixels, a bad ``expected``, ``tolerance`` or ``min_peak_ratio``.
+    :raises TypeError: non-numeric input or options.
+    """
+    use_gpu = _options(gpu, backend)
+    about = expected_shift(expected)
+    limits = shift_tolerance(tolerance)
+    floor = ratio_floor(min_peak_ratio)
+    a, b = _registered(first, "first"), _registered(second, "second")
+    field_pair(a, b)
+    if a.dtype != b.dtype:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    shape = a.shape
+    count = int(np.prod(shape[:-2], dtype=np.int64))
+    a3 = np.ascontiguousarray(a).reshape(count, *shape[-2:])
+    b3 = np.ascontiguousarray(b).reshape(count, *shape[-2:])
+    varies = np.ones(count, dtype=bool)
+    for name, data in (("first", a3), ("second", b3)):
+        if count == 0:
+            break
+        # Two reductions answer both questions: NaN and inf reach the minimum or the maximum.
+        low, high = data.min(axis=(1, 2)), data.max(axis=(1, 2))
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")
+        varies &= high > low
+    if count == 0:
+        REGISTRY.record_served("phase_correlate")
+        return judge(np.zeros(0, _I64), np.zeros(0), varies, shape, about, limits, floor, "core")
+    peaks, ratios = REGISTRY.dispatch(
+        "phase_correlate", {"first": _read_only(a3), "second": _read_only(b3)}, gpu=use_gpu, backend=backend,
+        expected=(count, shape[-2] * shape[-1]))
+    served = REGISTRY.last_dispatch()
+    return judge(peaks, ratios, varies, shape, about, limits, floor, served.backend if served else "unknown")

@@ -25,8 +25,27 @@ THE DEFINITIONS.
   (even sizes raised to the next odd, the field's edge repeated beyond its border, a window holding
   a NaN has a NaN maximum, windows never crossing from one 2-D field of a stack into another), and
   greater than ``threshold`` when one is given. A NaN is never a maximum: it equals nothing.
+- The window maxima of a stack at points: for each ``(y, x)`` and each field, the maximum of the
+  pixels ``[y - r, y + r] x [x - r, x + r]`` that lie inside the field (``r = size // 2`` after
+  even sizes are raised to odd), NaN when one of them is NaN, ``+0.0`` for a maximum of zero.
+- A phase correlation of two 2-D fields (spaCR's definition): the float64 real FFTs ``A`` and
+  ``B``; ``A * conj(B)`` divided by its magnitude where that is non-zero, else 0; the zero
+  frequency 0; the inverse real FFT at the field's shape. The peak is the first maximum in
+  row-major order, the ratio the peak over the mean absolute surface (0 for a zero mean); each
+  coordinate of the peak is folded to its representative nearest the expected shift (halfway: an
+  even number of periods away). Accepted: within ``tolerance`` of the expected shift when one is
+  given, else a ratio of at least ``min_peak_ratio`` with the peak not at the origin. A field
+  with no variation has a zero surface (peak at the origin, ratio 0) and is never accepted.
 - A mutual pair ``(i, j)``: ``j`` is the nearest of ``first[i]`` in ``second``, ``i`` the nearest of
   ``second[j]`` in ``first``, each within ``max_distance``.
+- The Gaussian filters: SciPy's ``gaussian_filter`` and ``gaussian_laplace`` of the float32 field
+  over its last two axes: per axis (rows first) a 1-D correlation with SciPy's kernel summed in
+  float64 (the centre term, then each mirrored pair from the outermost in) and rounded to float32;
+  an axis whose sigma is at most ``1e-15`` left as it is. The Laplacian is the float32 sum of the
+  second derivative along the rows and the second derivative along the columns.
+- The minimum and maximum filters: the extreme of every ``size`` x ``size`` window, the field
+  continued beyond its border by the mode (``"nearest"`` repeats the edge pixel, ``"reflect"``
+  mirrors the field with the edge pixel repeated), a window holding a NaN is NaN, a zero is ``+0.0``.
 """
 
 from __future__ import annotations
@@ -37,8 +56,11 @@ import operator
 
 import numpy as np
 
-__all__ = ["hamming_nearest", "k_nearest", "local_maxima", "matmul", "maximum_filter", "mutual_nearest",
-           "nearest_neighbours"]
+from .contract._registration import Registration
+
+__all__ = ["gaussian_filter", "gaussian_laplace", "hamming_nearest", "k_nearest", "local_maxima", "matmul",
+           "maximum_filter", "minimum_filter", "mutual_nearest", "nearest_neighbours", "phase_correlate",
+           "phase_correlation", "window_maxima"]
 
 _log = logging.getLogger(__name__)
 
@@ -291,21 +313,168 @@ def mutual_nearest(first: object, second: object, max_distance: float | None = N
     return np.stack([mutual, forward[mutual]], axis=1).astype(np.int64, copy=False)
 
 
-def maximum_filter(field: object, size: int) -> np.ndarray:
-    """The contract's windowed maximum, plainly: each 2-D field of a stack on its own, edge padding,
-    the maximum of every window (a NaN in it is NaN), and ``+0.0`` added (a maximum of zero is ``+0.0``).
+# ---- the decode chain's filters ------------------------------------------------------------------
 
-    :param field: ``(..., H, W)`` numbers, taken as float32 (beyond float32's range: ``inf``).
-    :param size: the window edge (even raised to odd; ``<= 1`` is a copy, its zeros ``+0.0`` too).
-    :returns: float32, ``field``'s shape.
-    """
-    with np.errstate(over="ignore"):  # float64 beyond float32's range is inf, quietly
+
+def _continued(length: int, radius: int, mode: str) -> list[int]:
+    """For each position of a line of ``length`` continued by ``radius`` on either side, the pixel read."""
+    read = []
+    for start in range(-radius, length + radius):
+        if mode == "nearest":
+            read.append(min(max(start, 0), length - 1))
+            continue
+        position = start
+        while position < 0 or position >= length:  # mirror about whichever edge it crossed, edge repeated
+            position = -1 - position if position < 0 else 2 * length - 1 - position
+        read.append(position)
+    return read
+
+
+def _kernel(sigma: float, order: int, truncate: float) -> np.ndarray:
+    """SciPy's Gaussian kernel (order 0 or 2), as its ``_gaussian_kernel1d`` writes it, reversed
+    for a correlation; the weight at offset ``-j`` is at index ``radius - j``."""
+    radius = int(truncate * sigma + 0.5)
+    x = np.arange(-radius, radius + 1)
+    phi = np.exp(-0.5 / (sigma * sigma) * x ** 2)
+    phi = phi / phi.sum()
+    if order == 2:
+        # q(x) = x^2 / sigma^4 - 1 / sigma^2, by SciPy's operator applied twice to q = 1
+        powers = np.arange(3)
+        q = np.array([1.0, 0.0, 0.0])
+        step = np.diag(powers[1:], 1) + np.diag(np.ones(2) / -(sigma * sigma), -1)
+        q = step.dot(step.dot(q))
+        phi = (x[:, None] ** powers).dot(q) * phi
+    return np.asarray(phi[::-1], dtype=np.float64)
+
+
+def _correlate(data: np.ndarray, sigma: float, order: int, truncate: float, axis: int, mode: str) -> np.ndarray:
+    """One 1-D pass of SciPy's correlate1d over ``axis`` of float32 ``data``: float64 sums, float32 out."""
+    if sigma <= 1e-15:
+        return data
+    weights = _kernel(sigma, order, truncate)
+    radius = len(weights) // 2
+    assert np.array_equal(weights, weights[::-1]), "orders 0 and 2 give symmetric kernels"
+    length = data.shape[axis]
+    line = np.take(data.astype(np.float64), _continued(length, radius, mode), axis=axis)
+
+    def shifted(offset: int) -> np.ndarray:
+        return np.take(line, range(radius + offset, radius + offset + length), axis=axis)
+
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf and inf * 0 are NaN, as in SciPy
+        total = shifted(0) * weights[radius]
+        for j in range(radius, 0, -1):
+            total = total + (shifted(-j) + shifted(j)) * weights[radius - j]
+        rounded: np.ndarray = total.astype(np.float32)
+    return rounded
+
+
+def _smoothing_arguments(field: object, sigma: object, mode: str) -> tuple[np.ndarray, tuple[float, float]]:
+    with np.errstate(over="ignore"):
+        data = np.asarray(field).astype(np.float32)
+    pair = tuple(float(s) for s in np.broadcast_to(np.asarray(sigma, dtype=np.float64), (2,)))
+    if mode not in ("reflect", "nearest") or data.ndim < 2:
+        raise ValueError("a field (..., H, W) and a mode 'reflect' or 'nearest'")
+    return data, (pair[0], pair[1])
+
+
+def gaussian_filter(field: object, sigma: object, truncate: float = 4.0, mode: str = "reflect") -> np.ndarray:
+    """SciPy's ``gaussian_filter`` of ``field.astype(float32)`` over its last two axes, plainly."""
+    data, (rows, columns) = _smoothing_arguments(field, sigma, mode)
+    data = _correlate(data, rows, 0, truncate, data.ndim - 2, mode)
+    return _correlate(data, columns, 0, truncate, data.ndim - 1, mode).copy()
+
+
+def gaussian_laplace(field: object, sigma: object, truncate: float = 4.0, mode: str = "reflect") -> np.ndarray:
+    """SciPy's ``gaussian_laplace`` of ``field.astype(float32)`` over its last two axes, plainly."""
+    data, (rows, columns) = _smoothing_arguments(field, sigma, mode)
+    down, across = data.ndim - 2, data.ndim - 1
+    first = _correlate(_correlate(data, rows, 2, truncate, down, mode), columns, 0, truncate, across, mode)
+    second = _correlate(_correlate(data, rows, 0, truncate, down, mode), columns, 2, truncate, across, mode)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(first + second, dtype=np.float32)
+
+
+def _window_extreme(field: object, size: int, mode: str, pick: np.ufunc) -> np.ndarray:
+    with np.errstate(over="ignore"):
         data = np.asarray(field).astype(np.float32)
     edge = size + 1 if size % 2 == 0 else size
     if edge <= 1 or data.size == 0:
         return data + np.float32(0.0)
-    flat = data.reshape((-1, *data.shape[-2:]))
-    return np.stack([_window_maximum(plane, edge) for plane in flat]).reshape(data.shape) + np.float32(0.0)
+    radius = edge // 2
+    down, across = data.ndim - 2, data.ndim - 1
+    padded = np.take(np.take(data, _continued(data.shape[down], radius, mode), axis=down),
+                     _continued(data.shape[across], radius, mode), axis=across)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (edge, edge), axis=(down, across))
+    found = pick.reduce(pick.reduce(windows, axis=-1), axis=-1)  # NaN propagates: the NaN rule
+    return np.asarray(found, dtype=np.float32) + np.float32(0.0)
+
+
+def maximum_filter(field: object, size: int, mode: str = "nearest") -> np.ndarray:
+    """The maximum of every ``size`` x ``size`` window of each field, the border continued by ``mode``."""
+    return _window_extreme(field, size, mode, np.maximum)
+
+
+def minimum_filter(field: object, size: int, mode: str = "nearest") -> np.ndarray:
+    """The minimum of every ``size`` x ``size`` window of each field, the border continued by ``mode``."""
+    return _window_extreme(field, size, mode, np.minimum)
+
+
+# ---- the decode chain: base intensities and registration ----------------------------------------
+
+
+def window_maxima(stack: object, points: object, size: int) -> np.ndarray:
+    """float32 ``(N, *stack.shape[:-2])``: each point's window maximum in every field, one window at a time."""
+    data = np.asarray(stack).astype(np.float32)
+    rows = np.asarray(points, dtype=np.int64).reshape(-1, 2)
+    radius = _size(size) // 2
+    height, width = data.shape[-2:]
+    out = np.empty((rows.shape[0], *data.shape[:-2]), dtype=np.float32)
+    for n, (y, x) in enumerate(rows):
+        top, bottom = max(0, y - radius), min(height, y + radius + 1)
+        window = data[..., top:bottom, max(0, x - radius):min(width, x + radius + 1)]
+        best = window.max(axis=(-2, -1))  # NumPy's max propagates NaN: the NaN rule
+        out[n] = best + np.float32(0.0)
+    return out
+
+
+def _nearest_turn(value: int, extent: int, about: int) -> int:
+    """The representative of ``value`` modulo ``extent`` nearest ``about`` (ties: round half to even)."""
+    from fractions import Fraction
+
+    return value + extent * round(Fraction(about - value, extent))
+
+
+def phase_correlation(first: object, second: object, expected: tuple[int, int] = (0, 0),
+                      tolerance: float | tuple[float, float] | None = None,
+                      min_peak_ratio: float = 3.0) -> tuple[int, int, float, bool]:
+    """``(dy, dx, peak_ratio, accepted)`` of two 2-D fields by the definition above, in plain NumPy."""
+    a = np.asarray(first, dtype=np.float64)
+    b = np.asarray(second, dtype=np.float64)
+    if a.max() == a.min() or b.max() == b.min():
+        surface = np.zeros(a.shape)
+    else:
+        product = np.fft.rfft2(a) * np.conj(np.fft.rfft2(b))
+        magnitude = np.abs(product)
+        unit = np.zeros_like(product)
+        unit[magnitude > 0] = product[magnitude > 0] / magnitude[magnitude > 0]
+        unit[0, 0] = 0
+        surface = np.fft.irfft2(unit, s=a.shape)
+    peak = int(np.argmax(surface))
+    y, x = divmod(peak, a.shape[1])
+    mean = float(np.mean(np.abs(surface)))
+    ratio = float(surface[y, x]) / mean if mean > 0 else 0.0
+    dy = _nearest_turn(y, a.shape[0], int(expected[0]))
+    dx = _nearest_turn(x, a.shape[1], int(expected[1]))
+    varies = bool(a.max() > a.min() and b.max() > b.min())
+    if tolerance is not None:
+        rows, columns = (tolerance, tolerance) if isinstance(tolerance, (int, float)) else tolerance
+        accepted = abs(dy - expected[0]) <= rows and abs(dx - expected[1]) <= columns
+    else:
+        accepted = ratio >= min_peak_ratio and peak != 0
+    return dy, dx, ratio, bool(accepted and varies)
+
+
+# ---- the product and the one-way search, as ops calls them ---------------------------------------
 
 
 def matmul(first: object, second: object) -> np.ndarray:
@@ -323,3 +492,19 @@ def nearest_neighbours(source: object, target: object, k: int = 1, max_distance:
     search = k_nearest if metric == "euclidean" else hamming_nearest
     index, distance = search(source, target, k, max_distance)
     return (index[:, 0], distance[:, 0]) if k == 1 else (index, distance)
+
+
+def phase_correlate(first: object, second: object, expected: tuple[int, int] = (0, 0),
+                    tolerance: float | tuple[float, float] | None = None,
+                    min_peak_ratio: float = 3.0) -> Registration:
+    """:func:`phase_correlation` called as ``ops.phase_correlate`` is: each pair of a stack on its
+    own, the answer a :class:`~spacr_accel_core.Registration` (arrays of the stack's leading shape)."""
+    a = np.asarray(first, dtype=np.float64)
+    b = np.asarray(second, dtype=np.float64)
+    pairs = zip(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), strict=True)
+    answers = [phase_correlation(x, y, expected, tolerance, min_peak_ratio) for x, y in pairs]
+    dy, dx, ratio, accepted = (np.asarray(column).reshape(a.shape[:-2]) for column in zip(*answers, strict=True))
+    if a.ndim == 2:
+        return Registration(int(dy), int(dx), float(ratio), bool(accepted), "reference")
+    return Registration(dy.astype(np.int64), dx.astype(np.int64), ratio.astype(np.float64), accepted.astype(bool),
+                        "reference")

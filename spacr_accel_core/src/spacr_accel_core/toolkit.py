@@ -15,7 +15,9 @@ third party's.
 - The exact k nearest (the floor's, shared): :func:`k_nearest`, :func:`exact_search` (a KD-tree
   nominates, exact distances decide; needs SciPy), :func:`search_distinct`, :func:`padded_bound`,
   :func:`finish`, :func:`first_k`.
-- The device: :class:`Accelerator`, :func:`resolve`, :func:`host_devices`, :data:`ENV_DEVICE`,
+- The Gaussian passes (from :mod:`spacr_accel_core.separable`): :class:`Pass`,
+  :func:`gaussian_passes`, :func:`laplace_terms`, :func:`source_index`.
+- The device: :class:`Accelerator`, :func:`resolve`, :func:`host_devices`, :func:`memory`, :data:`ENV_DEVICE`,
   :func:`device_request` and :func:`parse_device` (what ``SPACR_DEVICE`` asks for, read one way).
 - Reference implementations: :mod:`spacr_accel_core.reference` (the plain definitions of every
   operation's answer) and :mod:`spacr_accel_core.testing` (the conformance suite).
@@ -45,6 +47,7 @@ from .contract._errors import (
 from .contract._install import install_command
 from .contract._records import Accelerator, canonical_vendor
 from .devices._machine import host_devices, resolve
+from .devices._memory import memory
 from .devices._probers import DeviceRequest, device_request, parse_device
 from .dispatch._bounded import call_bounded
 from .dispatch._settings import ENV_DEVICE, setting_value
@@ -63,6 +66,7 @@ from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_boun
 from .kit._precision import PrecisionWindow
 from .kit._translate import call_translated
 from .operations._checks import threshold_below
+from .separable import Pass, gaussian_passes, laplace_terms, source_index
 from .tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
 
 __all__ = [
@@ -75,6 +79,7 @@ __all__ = [
     "BackendUnavailable",
     "DeviceRequest",
     "ExpansionPlan",
+    "Pass",
     "PrecisionWindow",
     "call_bounded",
     "call_translated",
@@ -90,10 +95,13 @@ __all__ = [
     "finish",
     "first_k",
     "first_line",
+    "gaussian_passes",
     "host_devices",
     "install_command",
     "integer_matmul",
     "k_nearest",
+    "laplace_terms",
+    "memory",
     "padded_bound",
     "parse_device",
     "pass_budget",
@@ -103,6 +111,7 @@ __all__ = [
     "run_parts",
     "search_distinct",
     "setting_value",
+    "source_index",
     "threshold_below",
     "tiled",
 ]

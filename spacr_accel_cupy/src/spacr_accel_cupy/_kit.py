@@ -58,6 +58,10 @@ def _nothing_to_change() -> AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
+def _unknown() -> int | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Kit:
     """An array library and its device.
@@ -72,6 +76,8 @@ class Kit:
     :param gemm_unit: the unit roundoff a matrix product of this dtype has NOW (CuPy's compute
         type: ``CUPY_TF32=1`` or ``set_compute_type`` make float32 products TF32).
     :param ieee: a context in which matrix products are IEEE in their own dtype.
+    :param reported_free: the device's free memory as :func:`spacr_accel_core.accelerator.memory`
+        reports it, asked only where ``free_bytes`` cannot say.
     """
 
     name: str
@@ -83,11 +89,15 @@ class Kit:
     release: Callable[[], None]
     gemm_unit: Callable[[np.dtype], float] = ieee_unit
     ieee: Callable[[], AbstractContextManager[None]] = _nothing_to_change
+    reported_free: Callable[[], int | None] = _unknown
 
     def budget(self) -> int:
-        """Bytes one pass may use now: measured on a card, a cache-sized constant on the host."""
-        return pass_budget(self.free_bytes(), override=setting_value(PASS_BYTES),
-                           host=HOST_PASS_BYTES)
+        """Bytes one pass may use now: measured on a card (the library's query, else the
+        accelerator's memory report), a cache-sized constant on the host."""
+        free = self.free_bytes()
+        if free is None:
+            free = self.reported_free()
+        return pass_budget(free, override=setting_value(PASS_BYTES), host=HOST_PASS_BYTES)
 
 
 def numpy_kit() -> Kit:
@@ -280,7 +290,15 @@ def _build_cupy_kit(ieee_state: _IeeeState) -> Kit:
     def ieee() -> AbstractContextManager[None]:
         return cupy_ieee(linalg, ieee_state)
 
-    return Kit("cupy", cupy, cupy_ndimage, cupy.asarray, to_host, free_bytes, release, gemm_unit, ieee)
+    def reported() -> int | None:
+        from ._room import reported_free
+
+        try:
+            return reported_free(int(cupy.cuda.Device().id))
+        except Exception:  # no current device to name: size passes by the fixed budget
+            return None
+
+    return Kit("cupy", cupy, cupy_ndimage, cupy.asarray, to_host, free_bytes, release, gemm_unit, ieee, reported)
 
 
 def _vendor_errors() -> tuple[type[BaseException], ...]:

@@ -73,7 +73,7 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], k
 # ---- maximum_filter ------------------------------------------------------------------------------
 
 
-def _filter_tile(kit: Kit, tile: Any, size: int | tuple[int, int]) -> Any:
+def _filter_tile(kit: Kit, tile: Any, size: int | tuple[int, ...]) -> Any:
     xp, ndimage = kit.xp, kit.ndimage
     nan = xp.isnan(tile)
     if not bool(nan.any()):

@@ -1,4 +1,4 @@
-"""The CuPy backend's hookimpls: the three primitives on an NVIDIA card through CuPy.
+"""The CuPy backend's hookimpls: the primitives on an NVIDIA card through CuPy.
 
 Usable only where a CUDA device answers. CuPy installs and imports on machines without one (and
 then every call raises ``CUDARuntimeError``), so importability proves nothing: the device count
@@ -31,7 +31,7 @@ PRIORITY = 200.0
 """Below torch, above numpy: spaCR's order."""
 
 SPACR_ACCEL_PLUGIN = Declaration(
-    name=NAME, priority=PRIORITY, accelerated=True,
+    name=NAME, priority=PRIORITY, accelerated=True, stacks=True,
     settings=(PASS_BYTES, TF32),
 )
 """What this plugin is, read by the core without a call (and so without importing CuPy)."""
@@ -109,9 +109,16 @@ def _on_the_card(work: Callable[..., _T], *args: Any) -> _T:
 
 @hookimpl
 def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    from ._ops import maximum_filter
+    from ._peaks import maximum_filter_stack
 
-    return _run("maximum_filter", maximum_filter, field, size)
+    return _run("maximum_filter", maximum_filter_stack, field, size)
+
+
+@hookimpl
+def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
+    from ._peaks import local_maxima
+
+    return _run("local_maxima", local_maxima, field, size, threshold)
 
 
 @hookimpl
@@ -122,8 +129,51 @@ def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
 
 
 @hookimpl
-def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray,
-                                   chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    from ._ops import nearest
+def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
+                                   max_distance: float | None, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    from ._knearest import nearest_neighbours
 
-    return _run("nearest_neighbours", nearest, source, target, chunk)
+    return _run("nearest_neighbours", nearest_neighbours, source, target, chunk, k, max_distance, metric)
+
+
+# ---- the decode chain's filters -------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_minimum_filter(field: np.ndarray, size: int) -> np.ndarray:
+    from ._smooth import minimum_filter
+
+    return _run("minimum_filter", minimum_filter, field, size)
+
+
+@hookimpl
+def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], truncate: float,
+                                mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    return _run("gaussian_filter", gaussian, field, sigma, truncate, mode, False)
+
+
+@hookimpl
+def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], truncate: float,
+                                 mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    return _run("gaussian_laplace", gaussian, field, sigma, truncate, mode, True)
+
+
+# ---- the decode chain: base intensities and registration ----------------------------------------
+
+
+@hookimpl
+def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
+    from ._decode import window_maxima
+
+    return _run("window_maxima", window_maxima, stack, points, size)
+
+
+@hookimpl
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ._decode import phase_correlate
+
+    return _run("phase_correlate", phase_correlate, first, second)

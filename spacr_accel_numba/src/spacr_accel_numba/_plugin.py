@@ -37,9 +37,9 @@ SPACR_ACCEL_PLUGIN: Final = Declaration(
     # The kernel writes ``maximum + 0.0`` (a float field) or the exact cast of an integer, so a
     # maximum of zero is ``+0.0`` already, and the core skips its own ``+0.0`` pass.
     positive_zeros=True,
-    # local_maxima takes a stack (..., H, W) in one threaded pass; the core hands the filter one
-    # field at a time.
-    stacks=frozenset({"local_maxima"}),
+    # local_maxima and the decode filters take a stack (..., H, W) in one threaded pass; the core
+    # hands maximum_filter one field at a time.
+    stacks=frozenset({"local_maxima", "minimum_filter", "gaussian_filter", "gaussian_laplace"}),
 )
 """What this plugin is, read by the core without a call."""
 
@@ -95,6 +95,22 @@ def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32
     return local_maxima(field, size, threshold)
 
 
+@hookimpl
+def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
+    from ._decode import kernels, window_maxima
+
+    _warm.kernels_for("science:decode")  # declines while the warm-up compiles it
+    return window_maxima(kernels(), stack, points, size)
+
+
+@hookimpl
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ._decode import kernels, phase_correlate
+
+    _warm.kernels_for("science:decode")
+    return phase_correlate(kernels(), first, second)
+
+
 def filtered(field: np.ndarray, size: int, kernels_for: Callable[[str], ModuleType]) -> np.ndarray:
     """The filter on the kernel compiled for ``field``'s dtype (``kernels_for`` gets it: declining
     while it compiles, for dispatch; waiting, for :func:`spacr_accel_numba.window_maximum`)."""
@@ -117,3 +133,32 @@ def nearest_squared(source: np.ndarray, target: np.ndarray,
                               f"from {WIDE}; {width} go to a tree")
     return search(kernels_for("nearest"), np.ascontiguousarray(source, dtype=np.float64),
                   np.ascontiguousarray(target, dtype=np.float64))
+
+
+# ---- the decode chain's filters -------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_minimum_filter(field: np.ndarray, size: int, out: np.ndarray | None) -> np.ndarray:
+    from ._smooth import minimum
+
+    _warm.kernels_for("science:smooth")
+    return minimum(field, size, out)
+
+
+@hookimpl
+def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                truncate: float, mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    _warm.kernels_for("science:smooth")
+    return gaussian(field, sigma, out, truncate, mode, laplace=False)
+
+
+@hookimpl
+def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                 truncate: float, mode: str) -> np.ndarray:
+    from ._smooth import gaussian
+
+    _warm.kernels_for("science:smooth")
+    return gaussian(field, sigma, out, truncate, mode, laplace=True)

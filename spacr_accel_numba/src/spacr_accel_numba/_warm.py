@@ -125,7 +125,9 @@ def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
 
     return [("filter:float32", field("float32")), ("nearest", nearest), ("nearest:wide", nearest_wide),
             *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:]),
-            *((f"science:{module[1:]}", science(module)) for module in ("_peaks", "_knearest", "_hamming"))]
+
+            *((f"science:{module[1:]}", science(module)) for module in ("_peaks", "_knearest", "_hamming", "_smooth",
+                                                                                "_decode"))]
 
 
 def _compile_all() -> None:

@@ -25,12 +25,14 @@ _MIN_THREADED_PIXELS = 1 << 18  # below this, a thread hand-off costs more than 
 
 _WORKERS = cpu_threads()  # honours OMP_NUM_THREADS, as a Dask worker sets it
 def _running_max(
-    buffer: np.ndarray, spare: np.ndarray, length: int, size: int, axis: int, out: np.ndarray
+    buffer: np.ndarray, spare: np.ndarray, length: int, size: int, axis: int, out: np.ndarray,
+    pick: np.ufunc = np.maximum,
 ) -> None:
     """Write into ``out`` the max over ``size`` consecutive entries along ``axis`` (0 or 1) of
     the first ``length`` entries of ``buffer``; ``out`` has ``length - size + 1`` along it.
 
-    ``buffer`` is overwritten; ``spare`` is scratch of the same shape.
+    ``buffer`` is overwritten; ``spare`` is scratch of the same shape. ``pick`` is ``np.minimum``
+    for the windowed minimum (exact, and NaN-propagating, like the maximum).
     """
     src, dst = buffer, spare
     width = 1
@@ -39,9 +41,9 @@ def _running_max(
         valid = length - step
         target = out if width + step == size else dst
         if axis == 0:
-            np.maximum(src[:valid], src[step:length], out=target[:valid])
+            pick(src[:valid], src[step:length], out=target[:valid])
         else:
-            np.maximum(src[:, :valid], src[:, step:length], out=target[:, :valid])
+            pick(src[:, :valid], src[:, step:length], out=target[:, :valid])
         width += step
         if width == size:
             return
@@ -87,7 +89,7 @@ def _scratch_arrays(shapes: tuple[tuple[int, int], ...], dtype: np.dtype) -> lis
 
 
 def _stripes(field: np.ndarray, out: np.ndarray, radii: tuple[int, int], stripe: int, first: int,
-             step: int) -> None:
+             step: int, pick: np.ufunc = np.maximum) -> None:
     """Filter stripes ``first, first + step, ...`` of ``stripe`` rows each into ``out``.
 
     :param radii: the window's half-edge along rows (vertical) and columns (horizontal), each
@@ -95,6 +97,7 @@ def _stripes(field: np.ndarray, out: np.ndarray, radii: tuple[int, int], stripe:
         from anywhere, the border repeated, so a wider one changes nothing but the padding
         (a ``(1, 70000)`` field with size 1001 would otherwise pad its single row to 1001 rows).
         A radius of 0 makes that pass a copy.
+    :param pick: ``np.maximum``, or ``np.minimum`` for the windowed minimum.
     """
     height, width = field.shape
     down, across = radii
@@ -112,14 +115,14 @@ def _stripes(field: np.ndarray, out: np.ndarray, radii: tuple[int, int], stripe:
             padded[:count, :across] = field[lo:hi, :1]
             padded[:count, across + width:] = field[lo:hi, width - 1:]
             _running_max(padded[:count], spare[:count], width + 2 * across, 2 * across + 1, 1,
-                         vertical[top:top + count])
+                         vertical[top:top + count], pick)
         else:
             vertical[top:top + count] = field[lo:hi]
         vertical[:top] = vertical[top]
         span = stop - start + 2 * down
         vertical[top + count:span] = vertical[top + count - 1]
         if down:
-            _running_max(vertical[:span], spare_vertical[:span], span, 2 * down + 1, 0, out[start:stop])
+            _running_max(vertical[:span], spare_vertical[:span], span, 2 * down + 1, 0, out[start:stop], pick)
         else:
             out[start:stop] = vertical[:span]
 

@@ -50,22 +50,24 @@ def _plan(shape: tuple[int, int], size: int, itemsize: int) -> tuple[tuple[int, 
     return radii, stripe
 
 
-def _filter_fields(fields: np.ndarray, out: np.ndarray, size: int, first: int, step: int) -> None:
+def _filter_fields(fields: np.ndarray, out: np.ndarray, size: int, first: int, step: int,
+                   pick: np.ufunc = np.maximum) -> None:
     """Filter fields ``first, first + step, ...`` of a ``(F, H, W)`` stack into ``out``, one thread."""
     radii, stripe = _plan(fields.shape[1:], size, fields.dtype.itemsize)
     for number in range(first, fields.shape[0], step):
-        _stripes(fields[number], out[number], radii, stripe, 0, 1)
+        _stripes(fields[number], out[number], radii, stripe, 0, 1, pick)
 
 
-def _filter_one(field: np.ndarray, out: np.ndarray, size: int) -> None:
+def _filter_one(field: np.ndarray, out: np.ndarray, size: int, pick: np.ufunc = np.maximum) -> None:
     """Filter one 2-D field into ``out``, its stripes shared between the threads."""
     radii, stripe = _plan(field.shape, size, field.dtype.itemsize)
     count = -(-field.shape[0] // stripe)
     workers = 1 if field.size < _MIN_THREADED_PIXELS else min(count, _WORKERS)
-    run_parts(_stripes, [(field, out, radii, stripe, first, workers) for first in range(workers)])
+    run_parts(_stripes, [(field, out, radii, stripe, first, workers, pick) for first in range(workers)])
 
 
-def maximum_filter_stack(fields: np.ndarray, size: int, out: np.ndarray | None = None) -> np.ndarray:
+def maximum_filter_stack(fields: np.ndarray, size: int, out: np.ndarray | None = None,
+                         pick: np.ufunc = np.maximum) -> np.ndarray:
     """The windowed maximum of every 2-D field of a ``(..., H, W)`` stack, each on its own, as float32.
 
     :param fields: ``(..., H, W)`` float32 or one of the floor's narrow camera dtypes (filtered in
@@ -73,6 +75,7 @@ def maximum_filter_stack(fields: np.ndarray, size: int, out: np.ndarray | None =
     :param size: the window edge, at least 1 (even raised to odd; 1 copies).
     :param out: a float32 C-contiguous array of the stack's shape to write into (a caller filtering
         the same shape again and again skips a fresh result's page faults); checked by the caller.
+    :param pick: ``np.maximum``, or ``np.minimum`` for the windowed minimum.
     :returns: ``out``, or a new float32 array. A maximum of zero may be ``-0.0`` where the field
         holds one (as :func:`._filter.window_maximum`: the core adds ``+0.0`` to the result).
     """
@@ -90,10 +93,10 @@ def maximum_filter_stack(fields: np.ndarray, size: int, out: np.ndarray | None =
     into = result.reshape(stack.shape)
     if stack.shape[0] == 1 or stack[0].size >= _MIN_THREADED_PIXELS:
         for number in range(stack.shape[0]):
-            _filter_one(stack[number], into[number], size)
+            _filter_one(stack[number], into[number], size, pick)
     else:  # small fields: whole fields per thread, no hand-off per stripe
         workers = min(stack.shape[0], _WORKERS)
-        run_parts(_filter_fields, [(stack, into, size, first, workers) for first in range(workers)])
+        run_parts(_filter_fields, [(stack, into, size, first, workers, pick) for first in range(workers)])
     return result
 
 

@@ -11,6 +11,7 @@ from ._filter import window_maximum
 from ._hamming import hamming_nearest
 from ._nearest import nearest
 from ._peaks import local_maxima, maximum_filter_stack
+from ._smooth import gaussian_stack
 
 PRIORITY = 100.0
 """Lowest of the shipped backends; and ``try_last``: everything else is tried first, this always answers."""
@@ -72,3 +73,37 @@ def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk
     else:
         index, distance = k_nearest(source, target, k, max_distance, chunk)
     return (index[:, 0].copy(), distance[:, 0].copy()) if k == 1 else (index, distance)
+
+
+# ---- the decode chain's filters -------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_minimum_filter(field: np.ndarray, size: int, out: np.ndarray | None) -> np.ndarray:
+    return maximum_filter_stack(field, size, out, np.minimum)
+
+
+@hookimpl
+def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                truncate: float, mode: str) -> np.ndarray:
+    return gaussian_stack(field, sigma, out, truncate, mode, laplace=False)
+
+
+@hookimpl
+def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                 truncate: float, mode: str) -> np.ndarray:
+    return gaussian_stack(field, sigma, out, truncate, mode, laplace=True)
+
+
+@hookimpl
+def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
+    from ._decode import window_maxima
+
+    return window_maxima(stack, points, size)
+
+
+@hookimpl
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ._decode import phase_correlate
+
+    return phase_correlate(first, second)

@@ -243,8 +243,13 @@ def budget(device: Device) -> int:
     override = setting_value(PASS_BYTES)
     if device.is_cpu:
         return pass_budget(None, override=override, host=HOST_PASS_BYTES)
-    # A device that cannot say how much is free gets a fixed gigabyte per pass.
-    return pass_budget(free_bytes(device), override=override, host=1 << 30)
+    free = free_bytes(device)
+    if free is None:  # torch cannot say: what the accelerator's memory report says, if anything
+        from ._room import reported_free
+
+        free = reported_free(str(device.torch))
+    # A device nobody can size gets a fixed gigabyte per pass.
+    return pass_budget(free, override=override, host=1 << 30)
 
 
 def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], device: Device,

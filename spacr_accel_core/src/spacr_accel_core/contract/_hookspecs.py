@@ -117,6 +117,9 @@ def spacr_accel_maximum_filter(  # type: ignore[empty-body]  # a specification h
 ) -> np.ndarray:
     """The maximum of every ``size`` x ``size`` window, edges repeating the border pixel.
 
+    (Repeated or mirrored, the border gives the same answer: a window crossing an edge holds the
+    pixels the border would copy already, so ``mode="reflect"`` is served by this hook as it is.)
+
     :param field: a non-empty 2-D float32 array (may be non-contiguous; never modify it); a stack
         ``(..., H, W)`` only for a plugin whose declaration says ``stacks=True`` (each field
         filtered on its own, the window never crossing fields). A plugin that declares
@@ -183,4 +186,89 @@ def spacr_accel_local_maxima(  # type: ignore[empty-body]  # a specification has
     :param threshold: ``None``, or a float32 ``t`` chosen by the core so that, for a float32 pixel
         ``v``, ``v > t`` is exactly "above the caller's threshold"; compare in float32.
     :returns: int64 coordinates ``(P, field.ndim)`` in row-major order; a NaN is never a peak.
+    """
+
+
+# ---- the decode chain's filters -------------------------------------------------------------------
+
+
+@hookspec
+def spacr_accel_minimum_filter(  # type: ignore[empty-body]  # a specification has no body
+    field: np.ndarray, size: int, out: np.ndarray | None
+) -> np.ndarray:
+    """The minimum of every ``size`` x ``size`` window: ``maximum_filter``'s contract with the
+    minimum (the same field, size and ``out``; a window holding a NaN yields NaN; a minimum of
+    zero is ``+0.0``, which the core sees to for a plugin not declaring ``positive_zeros``)."""
+
+
+@hookspec
+def spacr_accel_gaussian_filter(  # type: ignore[empty-body]  # a specification has no body
+    field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None, truncate: float, mode: str
+) -> np.ndarray:
+    """``scipy.ndimage.gaussian_filter(field.astype(float32), sigma, mode=mode, truncate=truncate,
+    axes=(-2, -1))``, bit for bit.
+
+    :func:`spacr_accel_core.separable.gaussian_passes` gives the passes (SciPy's float64 weights)
+    and the order each pixel's sum is taken in; only that order, in float64 without fused
+    multiply-adds, rounded to float32 after each pass, gives SciPy's bits.
+
+    :param field: as for ``maximum_filter`` (2-D float32, a declared camera dtype, or a stack for a
+        plugin declaring ``stacks``); every field filtered on its own.
+    :param sigma: ``(rows, columns)`` standard deviations in pixels, each ``>= 0``; an axis whose
+        sigma is at most ``1e-15`` is not filtered (as in SciPy), but not both (the core copies).
+    :param out: optional, as for ``maximum_filter``.
+    :param truncate: the kernel's reach in standard deviations (radius ``int(truncate * sigma + 0.5)``).
+    :param mode: ``"reflect"`` or ``"nearest"``.
+    :returns: float32 of ``field.shape`` (``out`` when given).
+    """
+
+
+@hookspec
+def spacr_accel_gaussian_laplace(  # type: ignore[empty-body]  # a specification has no body
+    field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None, truncate: float, mode: str
+) -> np.ndarray:
+    """``scipy.ndimage.gaussian_laplace`` of each field of ``field.astype(float32)``, bit for bit:
+    the two terms of :func:`spacr_accel_core.separable.laplace_terms`, each rounded to float32,
+    added in float32. The arguments are ``gaussian_filter``'s.
+    """
+
+
+# ---- the decode chain: base intensities and registration ----------------------------------------
+
+
+@hookspec
+def spacr_accel_window_maxima(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray, points: np.ndarray, size: int
+) -> np.ndarray:
+    """The maximum of the ``size`` x ``size`` window centred on each point, in every field of a stack.
+
+    Exactly ``maximum_filter(stack, size)[:, y, x]`` for each point (the window clipped at the
+    field's edges, a window holding NaN is NaN), without filtering the stack: on a card only the
+    ``N x F`` values come back.
+
+    :param stack: a non-empty ``(F, H, W)`` float32 stack (a plugin that declares ``field_dtypes``
+        also receives those camera dtypes unconverted); never modify it.
+    :param points: C-contiguous int64 ``(N, 2)`` rows ``(y, x)``, every one inside the field,
+        ``N >= 1``.
+    :param size: an odd window edge, at least 1.
+    :returns: float32 ``(N, F)``; a maximum of zero is ``+0.0``.
+    """
+
+
+@hookspec
+def spacr_accel_phase_correlate(  # type: ignore[empty-body]  # a specification has no body
+    first: np.ndarray, second: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The phase-correlation surface's peak of each pair of fields, and its height against the surface.
+
+    The surface of a pair is the inverse real FFT, at the field's shape, of the cross-power
+    spectrum ``A * conj(B)`` of the float64 real FFTs ``A`` of ``first`` and ``B`` of ``second``,
+    each term divided by its magnitude where that is non-zero (else 0), the zero frequency set to 0.
+
+    :param first: a non-empty C-contiguous ``(B, H, W)`` stack of finite float32 or float64 fields
+        (computed on as float64); never modify it.
+    :param second: the same shape and dtype: field ``i`` is registered against ``first[i]``.
+    :returns: ``(peaks, ratios)``: int64 ``(B,)`` flat row-major index of each surface's FIRST
+        maximum, and float64 ``(B,)`` that maximum divided by the mean absolute value of the
+        surface (0 where that mean is 0). A device without float64 computes in float32.
     """

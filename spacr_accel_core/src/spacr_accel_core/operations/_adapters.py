@@ -59,8 +59,8 @@ def _settling_zeros(call: Call) -> Call:
     maximum is one of its inputs, so there the pass is skipped.
     """
 
-    def settle(field: np.ndarray, size: int, out: np.ndarray | None) -> Any:
-        result = call(field, size, out)
+    def settle(field: np.ndarray, size: int, out: np.ndarray | None, *rest: Any) -> Any:
+        result = call(field, size, out, *rest)
         if field.dtype.kind in "biu" or not isinstance(result, np.ndarray):  # the check judges the latter
             return result
         if result.flags.writeable and not np.may_share_memory(result, field):
@@ -74,8 +74,8 @@ def _settling_zeros(call: Call) -> Call:
 def _into_out(call: Call) -> Call:
     """``out=`` for a plugin that does not take it: its fresh result copied in."""
 
-    def into(first: Any, second: Any, out: np.ndarray | None) -> Any:
-        result = call(first, second, None)
+    def into(first: Any, second: Any, out: np.ndarray | None, *rest: Any) -> Any:
+        result = call(first, second, None, *rest)
         if out is None or not isinstance(result, np.ndarray) or result.shape != out.shape \
                 or result.dtype != _F32:
             return result  # the check names what is wrong
@@ -92,15 +92,15 @@ def _field_by_field(call: Call) -> Call:
     ``TypeError`` naming the field, so dispatch reports the real fault (not a later shape mismatch).
     """
 
-    def each(field: np.ndarray, size: int, out: np.ndarray | None) -> Any:
+    def each(field: np.ndarray, size: Any, out: np.ndarray | None, *rest: Any) -> Any:
         if field.ndim == 2:
-            return call(field, size, out)
+            return call(field, size, out, *rest)
         result = np.empty(field.shape, dtype=_F32) if out is None else out
         fields = field.reshape(-1, *field.shape[-2:])
         into = result.reshape(fields.shape)
         for i in range(fields.shape[0]):
             view = into[i]
-            problem = check_array(call(fields[i], size, view), (view.shape, view))
+            problem = check_array(call(fields[i], size, view, *rest), (view.shape, view))
             if problem is not None:
                 raise TypeError(f"field {i} of the stack: {problem}")
         return result
@@ -110,7 +110,7 @@ def _field_by_field(call: Call) -> Call:
 
 def adapt_filter(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
                  declaration: Declaration, operation: str) -> Call:
-    """``maximum_filter(field, size, out)`` for one plugin."""
+    """``maximum_filter(field, size, out)`` (and ``minimum_filter``) for one plugin."""
     call = by_position(function, argnames, spec)
     if "out" not in argnames:
         call = _into_out(call)
@@ -197,3 +197,32 @@ def adapt_peaks(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...]
     if not declaration.holds("stacks", operation):
         call = _peaks_field_by_field(call)
     return _casting(call, declaration, operation)
+
+
+# ---- the decode chain's filters (minimum, Gaussian, Laplacian of Gaussian) ---------------------
+
+
+def adapt_smoothing(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                    declaration: Declaration, operation: str) -> Call:
+    """``gaussian_filter(field, sigma, out, truncate, mode)`` (and ``gaussian_laplace``) for one
+    plugin: ``out=`` filled by a copy, a stack field by field, a camera field cast. A zero keeps
+    the sign SciPy gives it."""
+    call = by_position(function, argnames, spec)
+    if "out" not in argnames:
+        call = _into_out(call)
+    if not declaration.holds("stacks", operation):
+        call = _field_by_field(call)
+    return _casting(call, declaration, operation)
+
+
+def adapt_gather(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                 declaration: Declaration, operation: str) -> Call:
+    """``window_maxima(stack, points, size)`` for one plugin: a camera stack it did not declare
+    reaches it as float32 (the window's maximum of the cast is the cast of its maximum)."""
+    return _casting(by_position(function, argnames, spec), declaration, operation)
+
+
+def adapt_plain(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                declaration: Declaration, operation: str) -> Call:
+    """An operation every plugin takes as the spec says (``phase_correlate``)."""
+    return by_position(function, argnames, spec)

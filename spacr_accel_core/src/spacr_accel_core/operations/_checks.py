@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..contract._declaration import NARROW_FIELDS
 from ..contract._errors import describe
 
 _NUMERIC_KINDS = frozenset("biuf")
@@ -289,3 +290,166 @@ def neighbour_count(k: Any) -> int:
     if count < 1:
         raise ValueError(f"k must be at least 1 neighbour, got {count}")
     return count
+
+
+# ---- the decode chain's filters: sigma, truncate, boundary mode ------------------------------
+
+FILTER_MODES = ("reflect", "nearest")
+"""The boundary modes the filters take, by SciPy's names: ``"reflect"`` mirrors the field about its
+edge, the edge pixel repeated (``d c b a | a b c d | d c b a``); ``"nearest"`` repeats the edge pixel."""
+
+SIGMA_SKIPPED = 1e-15
+"""SciPy filters no axis whose sigma is at most this (it copies that axis): so does every backend."""
+
+
+def filter_mode(mode: Any) -> str:
+    """``mode`` checked: one of :data:`FILTER_MODES`."""
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a string, one of {FILTER_MODES}, got {type(mode).__name__}")
+    if mode not in FILTER_MODES:
+        raise ValueError(f"mode must be one of {FILTER_MODES}, got {mode!r}")
+    return mode
+
+
+def _real(value: Any, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} ({value!r})")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return number
+
+
+def sigma_pair(sigma: Any) -> tuple[float, float]:
+    """``sigma`` as ``(rows, columns)`` standard deviations in pixels: a number or a pair, each
+    finite and not negative. 0 is taken as SciPy takes it: that axis is not smoothed (a sigma of
+    at most :data:`SIGMA_SKIPPED` leaves its axis as it is)."""
+    if isinstance(sigma, (tuple, list, np.ndarray)):
+        values = list(np.asarray(sigma, dtype=object).ravel()) if isinstance(sigma, np.ndarray) else list(sigma)
+        if len(values) != 2 or (isinstance(sigma, np.ndarray) and sigma.ndim != 1):
+            raise ValueError(f"sigma must be a number or a pair (rows, columns), got {len(values)} values")
+        pair = (_real(values[0], "sigma"), _real(values[1], "sigma"))
+    else:
+        number = _real(sigma, "sigma")
+        pair = (number, number)
+    if min(pair) < 0.0:
+        raise ValueError(f"sigma must not be negative, got {sigma!r}")
+    return pair
+
+
+def truncate_value(truncate: Any) -> float:
+    """``truncate``: the kernel's reach in standard deviations (SciPy's ``truncate``), finite, not negative."""
+    number = _real(truncate, "truncate")
+    if number < 0.0:
+        raise ValueError(f"truncate must not be negative, got {truncate!r}")
+    return number
+
+
+def gaussian_radius(sigma: float, truncate: float) -> int:
+    """The kernel's half-width in pixels, as SciPy computes it: ``int(truncate * sigma + 0.5)``
+    (0 for an axis that is not smoothed)."""
+    return 0 if sigma <= SIGMA_SKIPPED else int(truncate * sigma + 0.5)
+
+
+# ---- the decode chain: points, and registration's options ---------------------------------------
+
+
+def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``points`` as C-contiguous int64 ``(N, 2)`` rows ``(y, x)``, each a pixel of a field of ``shape``.
+
+    A point outside the field has no window to read (NumPy's negative indices would read the
+    opposite edge), and a fractional one no centre pixel, so both are refused, not rounded.
+    """
+    try:
+        array = np.asarray(points)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise ValueError(f"points cannot be read as an (N, 2) array: {describe(exc)}") from None
+    if array.size == 0 and array.ndim <= 2:
+        array = array.reshape(0, 2)
+    if array.ndim != 2 or array.shape[1] != 2:
+        raise ValueError(f"points must be an (N, 2) array of (y, x) rows, got shape {array.shape}")
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
+    if array.dtype.kind == "f":
+        if not (np.isfinite(array).all() and (array == np.floor(array)).all()):
+            raise ValueError("points must be whole pixel coordinates; got a fractional or non-finite one")
+        if array.size and np.abs(array).max() >= 2.0 ** 62:
+            raise ValueError("points holds a coordinate outside the field")
+    rows = np.ascontiguousarray(array, dtype=_I64)
+    height, width = shape[-2:]
+    outside = (rows[:, 0] < 0) | (rows[:, 0] >= height) | (rows[:, 1] < 0) | (rows[:, 1] >= width)
+    if outside.any():
+        first = int(np.flatnonzero(outside)[0])
+        raise ValueError(f"points holds {int(outside.sum())} point(s) outside the {height} x {width} field, "
+                         f"the first ({rows[first, 0]}, {rows[first, 1]}) at row {first}")
+    return rows
+
+
+def expected_shift(expected: Any) -> tuple[int, int]:
+    """The shift a registration expects, ``(rows, columns)``, as two whole numbers."""
+    if isinstance(expected, (str, bytes)) or not hasattr(expected, "__len__") or len(expected) != 2:
+        raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {expected!r}")
+    return _integer(expected[0], "expected[0]"), _integer(expected[1], "expected[1]")
+
+
+def _non_negative(value: Any, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a non-negative number, got {type(value).__name__} ({value!r})")
+    number = float(value)
+    if not number >= 0.0:
+        raise ValueError(f"{name} must be a non-negative number of pixels, got {value!r}")
+    return number
+
+
+def shift_tolerance(tolerance: Any) -> tuple[float, float] | None:
+    """``None``, one distance for both axes, or ``(rows, columns)``: how far from the expected shift
+    a registration may land and be accepted (the two axes differ: a stage's skew is across)."""
+    if tolerance is None:
+        return None
+    if isinstance(tolerance, (tuple, list, np.ndarray)):
+        if len(tolerance) != 2:
+            raise ValueError(f"tolerance must be one number or a (rows, columns) pair, got {tolerance!r}")
+        return _non_negative(tolerance[0], "tolerance[0]"), _non_negative(tolerance[1], "tolerance[1]")
+    both = _non_negative(tolerance, "tolerance")
+    return both, both
+
+
+def ratio_floor(min_peak_ratio: Any) -> float:
+    """``min_peak_ratio`` as a float; NaN would accept nothing silently, so it is refused."""
+    if isinstance(min_peak_ratio, (bool, np.bool_)) or not isinstance(
+            min_peak_ratio, (int, float, np.integer, np.floating)):
+        raise TypeError(f"min_peak_ratio must be a number, got {type(min_peak_ratio).__name__}")
+    value = float(min_peak_ratio)
+    if math.isnan(value):
+        raise ValueError("min_peak_ratio is NaN")
+    return value
+
+
+def field_pair(first: np.ndarray, second: np.ndarray) -> None:
+    """Two inputs of one shape ``(..., H, W)`` with non-empty fields: the shapes registration takes."""
+    if first.shape != second.shape:
+        raise ValueError(f"first and second must have one shape, got {first.shape} and {second.shape}")
+    if first.ndim < 2:
+        raise ValueError(f"first and second must be 2-D fields (or stacks (..., H, W)), got shape {first.shape}")
+    if 0 in first.shape[-2:]:
+        raise ValueError(f"first and second have empty fields (shape {first.shape})")
+
+
+def field_array(field: Any) -> np.ndarray:
+    """``field`` as an array of numbers with at least the two field axes (what every field operation checks)."""
+    array = _numeric(field, "field")
+    fields_shape(array.shape)
+    return array
+
+
+def as_filtered(array: np.ndarray) -> np.ndarray:
+    """The field as a backend receives it: a camera dtype as it is, anything else as float32.
+
+    A float64 value beyond float32's range becomes inf quietly, as the contract says (NumPy would
+    warn "overflow encountered in cast", an exception under ``-W error``).
+    """
+    if array.dtype in NARROW_FIELDS:
+        return array
+    with np.errstate(over="ignore"):
+        converted: np.ndarray = array.astype(_F32, copy=False)
+    return converted

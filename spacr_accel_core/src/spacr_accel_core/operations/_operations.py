@@ -28,15 +28,29 @@ import numpy as np
 from .. import reference
 from ..contract import _hookspecs
 from ..contract._declaration import Declaration
-from ._adapters import Adapter, Call, adapt_filter, adapt_matmul, adapt_neighbours, adapt_peaks
+from ._adapters import (
+    Adapter,
+    Call,
+    adapt_filter,
+    adapt_gather,
+    adapt_matmul,
+    adapt_neighbours,
+    adapt_peaks,
+    adapt_plain,
+    adapt_smoothing,
+)
 from ._results import (
     Example,
     agree_coordinates,
     agree_field,
+    agree_gathered,
     agree_nearest,
     agree_product,
+    agree_registration,
     check_array,
     check_coordinates,
+    check_correlation,
+    check_gathered,
     check_neighbours,
 )
 
@@ -172,6 +186,56 @@ def _small_points() -> Example:
     return Example("3 points to 4", (np.zeros((3, 2)), np.ones((4, 2))))
 
 
+def _minimum_bench(quick: bool, rng: np.random.Generator) -> Example:
+    field, corner, words = _camera_tile(quick, rng)
+    return Example(f"{words}, size 5, reflect", (field, 5), keywords=(("mode", "reflect"),),
+                   checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 5)),))
+
+
+def _gaussian_bench(quick: bool, rng: np.random.Generator) -> Example:
+    field, corner, words = _camera_tile(quick, rng)
+    return Example(f"{words}, sigma 3", (field, 3.0),
+                   checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 1.0)),))
+
+
+def _laplace_bench(quick: bool, rng: np.random.Generator) -> Example:
+    field, corner, words = _camera_tile(quick, rng)
+    planes = 2 if quick else 8
+    stack = (100.0 + 10.0 * rng.standard_normal((planes, *field.shape), dtype=np.float32)).astype(np.float32)
+    return Example(f"{planes} x {words}, sigma 1", (stack, 1.0),
+                   checks=(("dead pixels (NaN) in a 128x128 corner", (corner, 1.0)),))
+
+
+def _gather_bench(quick: bool, rng: np.random.Generator) -> Example:
+    cycles, side, reads = (3, 512, 2_000) if quick else (11, 1480, 10_000)
+    stack = rng.normal(100.0, 10.0, size=(cycles, 4, side, side)).astype(np.float32)
+    points = rng.integers(0, side, size=(reads, 2))
+    return Example(f"{reads:,} reads in ({cycles}, 4, {side}, {side}) float32, size 3", (stack, points, 3))
+
+
+def _registration_bench(quick: bool, rng: np.random.Generator) -> Example:
+    pairs, edge = (4, 256) if quick else (8, 1024)
+    first = rng.random((pairs, edge, edge)).astype(np.float32)
+    shifts = rng.integers(-40, 40, size=(pairs, 2))
+    second = np.stack([np.roll(field, tuple(-shift), axis=(0, 1)) for field, shift in zip(first, shifts, strict=True)])
+    second += 0.05 * rng.random(second.shape, dtype=np.float32)
+    return Example(f"{pairs} pairs of {edge}x{edge} float32", (first, second))
+
+
+def _small_smoothing() -> Example:
+    return Example("a 3x4 ramp, sigma 1", (np.arange(12, dtype=np.float32).reshape(3, 4), 1.0))
+
+
+def _small_gather() -> Example:
+    stack = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    return Example("2 fields of 3x4, 2 points, size 3", (stack, [[0, 0], [2, 3]], 3))
+
+
+def _small_pair() -> Example:
+    pair = np.random.default_rng(0).random((6, 8))
+    return Example("a 6x8 pair shifted by (1, 2)", (pair, np.roll(pair, (1, 2), axis=(0, 1))))
+
+
 OPERATIONS: Final[Mapping[str, Operation]] = {
     op.name: op for op in (
         Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)",
@@ -188,6 +252,22 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
         Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)",
                   reference=reference.local_maxima, agree=agree_coordinates, small=_small_field, bench=_peaks_bench,
                   dask="own"),
+        Operation("minimum_filter", check_array, adapt_filter, {"out": None}, "Background floor (minimum_filter)",
+                  reference=reference.minimum_filter, agree=agree_field, small=_small_field, bench=_minimum_bench,
+                  dask="own"),
+        Operation("gaussian_filter", check_array, adapt_smoothing, {"out": None}, "Smoothing (gaussian_filter)",
+                  reference=reference.gaussian_filter, agree=agree_field, small=_small_smoothing,
+                  bench=_gaussian_bench, dask="own"),
+        Operation("gaussian_laplace", check_array, adapt_smoothing, {"out": None},
+                  "Spot enhancement (gaussian_laplace)",
+                  reference=reference.gaussian_laplace, agree=agree_field, small=_small_smoothing,
+                  bench=_laplace_bench, dask="own"),
+        Operation("window_maxima", check_gathered, adapt_gather, {}, "Base intensities at reads (window_maxima)",
+                  reference=reference.window_maxima, agree=agree_gathered, small=_small_gather, bench=_gather_bench,
+                  dask="own"),
+        Operation("phase_correlate", check_correlation, adapt_plain, {}, "Cycle registration (phase_correlate)",
+                  reference=reference.phase_correlate, agree=agree_registration, small=_small_pair,
+                  bench=_registration_bench, dask="own"),
     )
 }
 """Every primitive, by name, in the order the doctor and the bench list them."""

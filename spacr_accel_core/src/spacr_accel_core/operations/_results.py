@@ -90,17 +90,52 @@ def check_coordinates(result: Any, shape: tuple[int, ...]) -> str | None:
     return None
 
 
+
+def check_gathered(result: Any, expected: tuple[int, int]) -> str | None:
+    """float32 ``(N, F)``: one value per point and field."""
+    if type(result) is np.ndarray and result.dtype is _F32 and result.shape == expected:
+        return None
+    return f"returned {getattr(result, 'dtype', type(result).__name__)}" \
+           f"{list(getattr(result, 'shape', ()))}, expected float32{list(expected)}"
+
+
+def check_correlation(result: Any, expected: tuple[int, int]) -> str | None:
+    """``(peaks, ratios)``: int64 ``(B,)`` flat indices inside the field, float64 ``(B,)`` ratios.
+
+    A peak outside the field is the wrong answer a shape check cannot see (it would unwrap to a
+    shift no surface holds); a negative or NaN ratio is not a ratio of a maximum to a mean.
+    """
+    count, pixels = expected
+    if not isinstance(result, tuple) or len(result) != 2:
+        return f"returned {type(result).__name__}, not a (peaks, ratios) pair"
+    peaks, ratios = result
+    if not isinstance(peaks, np.ndarray) or peaks.dtype != _I64 or peaks.shape != (count,):
+        return f"peaks are not int64 of shape ({count},)"
+    if not isinstance(ratios, np.ndarray) or ratios.dtype != np.float64 or ratios.shape != (count,):
+        return f"ratios are not float64 of shape ({count},)"
+    if count and (peaks.min() < 0 or peaks.max() >= pixels):
+        return "returned peaks outside the field"
+    if count and not (ratios >= 0).all():
+        return "returned negative or NaN ratios"
+    return None
+
+
 # ---- agreement: (expected, got) -> (agrees, detail) ------------------------------------------
 
 
-def agree_field(expected: Any, got: Any) -> tuple[bool, str]:
+def agree_field(expected: Any, got: Any, what: str = "pixels") -> tuple[bool, str]:
     """Bit-identical, NaN where the reference has NaN (a filter is exact on every backend)."""
     if got.shape != expected.shape or got.dtype != expected.dtype:
         return False, f"got {got.dtype}{list(got.shape)}, the reference gave {expected.dtype}{list(expected.shape)}"
     same = (got.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected)) \
         if got.dtype == _F32 else (got == expected)
     wrong = int(same.size - np.count_nonzero(same))
-    return wrong == 0, "bit-identical" if wrong == 0 else f"{wrong} of {same.size} pixels differ"
+    return wrong == 0, "bit-identical" if wrong == 0 else f"{wrong} of {same.size} {what} differ"
+
+
+def agree_gathered(expected: Any, got: Any) -> tuple[bool, str]:
+    """Bit-identical values at the points (a window's maximum is exact on every backend)."""
+    return agree_field(expected, got, "values")
 
 
 def agree_product(expected: Any, got: Any) -> tuple[bool, str]:
@@ -137,3 +172,18 @@ def agree_coordinates(expected: Any, got: Any) -> tuple[bool, str]:
     if np.array_equal(expected, got) and got.shape == expected.shape:
         return True, "identical"
     return False, f"got {len(got)} coordinates, the reference gave {len(expected)}"
+
+
+RATIO_RTOL = 1e-9
+"""How far a backend's peak ratio may lie from the reference's (both float64 transforms)."""
+
+
+def agree_registration(expected: Any, got: Any) -> tuple[bool, str]:
+    """The same shifts and verdicts; the peak ratios within :data:`RATIO_RTOL` (a float32 device's 1e-5)."""
+    for name in ("dy", "dx", "accepted"):
+        if not np.array_equal(getattr(expected, name), getattr(got, name)):
+            return False, f"{name} differs from the reference's"
+    ratio = np.asarray(expected.peak_ratio, dtype=np.float64)
+    error = float(np.max(np.abs(np.asarray(got.peak_ratio) - ratio) / np.maximum(np.abs(ratio), 1e-300)))
+    tolerance = RATIO_RTOL if error <= RATIO_RTOL else 1e-5
+    return error <= tolerance, f"same shifts, ratio within {error:.1e}"

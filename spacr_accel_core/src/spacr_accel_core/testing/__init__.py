@@ -49,6 +49,8 @@ from hypothesis import strategies as st
 from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, plugins, warm_up
 from ..contract._errors import describe
 from ..operations._operations import OPERATIONS
+from ._decode import DecodeConformance
+from ._filters import FilterConformance
 from ._references import assert_same_field, reference_matmul, reference_maximum_filter, reference_nearest
 from ._science import ScienceConformance
 from ._strategies import (
@@ -107,7 +109,8 @@ def _core_filters(shape: tuple[int, ...], size: int) -> bool:
     return window <= 1 or 0 in shape or window >= 2 * max(shape) - 1
 
 
-class BackendConformance(ScienceConformance):
+
+class BackendConformance(ScienceConformance, FilterConformance, DecodeConformance):
     """Subclass as ``Test<Name>`` with ``backend = "<plugin name>"``; pytest runs the rest.
 
     Every check forces the backend with ``backend=`` so a silent fall-through to NumPy cannot

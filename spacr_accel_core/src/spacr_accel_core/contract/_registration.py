@@ -1,0 +1,96 @@
+"""What a phase correlation measured, and how a surface's peak becomes a shift and a verdict.
+
+A backend finds each surface's peak and its height against the surface; everything after that
+(folding the wrapped peak to the shift nearest the caller's expectation, accepting or refusing it)
+is decided here, once, in integers, so it cannot differ between backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Registration"]
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What one pair of fields (or each pair of a stack) measured.
+
+    Rolling ``second`` by ``(dy, dx)`` (``np.roll(second, (dy, dx), axis=(-2, -1))``) lands it on
+    ``first``. For a stack of pairs every field is an array of the stack's leading shape.
+
+    :param dy: rows to move ``second`` by, the representative of the wrapped peak nearest the
+        expected shift.
+    :param dx: the same across columns.
+    :param peak_ratio: the surface's peak against its mean absolute value: the evidence, not the
+        shift (0 for a field with no variation).
+    :param accepted: whether this is a real overlap: within ``tolerance`` of the expected shift
+        when one is given, else a peak ratio of at least ``min_peak_ratio`` away from the origin.
+        A field with no variation is never accepted.
+    :param backend: the backend that computed the surfaces (``"core"`` for an empty stack).
+    """
+
+    dy: Any
+    dx: Any
+    peak_ratio: Any
+    accepted: Any
+    backend: str
+
+    @property
+    def shift(self) -> tuple[Any, Any]:
+        """``(dy, dx)``, for a caller that wants the pair."""
+        return self.dy, self.dx
+
+
+def nearest_representative(value: np.ndarray, extent: int, about: int) -> np.ndarray:
+    """The representative of ``value`` modulo ``extent`` nearest ``about``.
+
+    A shift of -213 rows of a 1480-row field comes back from the transform as +1267; the caller's
+    expectation decides which of the two it is. Halfway between two representatives, the one an
+    even number of extents from ``value`` wins (round half to even), computed in integers.
+
+    :param value: int64 peak coordinates in ``[0, extent)``.
+    :param extent: the axis length, at least 1.
+    :param about: the expected shift along the axis.
+    :returns: int64 shifts.
+    """
+    turns, rest = np.divmod(np.int64(about) - value, np.int64(extent))
+    twice = 2 * rest
+    up = (twice > extent) | ((twice == extent) & (turns % 2 == 1))
+    result: np.ndarray = value + extent * (turns + up)
+    return result
+
+
+def judge(peaks: np.ndarray, ratios: np.ndarray, varies: np.ndarray, shape: tuple[int, ...],
+          expected: tuple[int, int], tolerance: tuple[float, float] | None, min_peak_ratio: float,
+          backend: str) -> Registration:
+    """The registration of each pair from its surface's peak.
+
+    :param peaks: int64 flat row-major index of each surface's first maximum, ``(B,)``.
+    :param ratios: float64 peak over mean absolute surface, ``(B,)``.
+    :param varies: whether both fields of each pair hold more than one value, ``(B,)``.
+    :param shape: the inputs' shape ``(..., H, W)``: the leading axes shape the answer.
+    :param expected: the shift the caller expects, ``(rows, columns)``.
+    :param tolerance: how far from ``expected`` a shift may land and be accepted, or ``None``.
+    :param min_peak_ratio: without a tolerance, the least ratio a pair is accepted at.
+    :param backend: who computed the surfaces.
+    :returns: scalars for one pair of 2-D fields, arrays of ``shape[:-2]`` for a stack.
+    """
+    height, width = shape[-2:]
+    peaks = np.where(varies, peaks, 0)  # a field without variation has an all-zero surface
+    ratios = np.where(varies, ratios, 0.0)
+    rows, columns = np.divmod(peaks, np.int64(width))
+    dy = nearest_representative(rows, height, expected[0])
+    dx = nearest_representative(columns, width, expected[1])
+    if tolerance is not None:
+        accepted = (np.abs(dy - expected[0]) <= tolerance[0]) & (np.abs(dx - expected[1]) <= tolerance[1])
+    else:
+        accepted = (ratios >= min_peak_ratio) & (peaks != 0)
+    accepted &= varies
+    lead = shape[:-2]
+    if not lead:
+        return Registration(int(dy[0]), int(dx[0]), float(ratios[0]), bool(accepted[0]), backend)
+    return Registration(dy.reshape(lead), dx.reshape(lead), ratios.reshape(lead), accepted.reshape(lead), backend)

@@ -1,0 +1,84 @@
+"""The decode chain's two steps in CuPy, written against the kit (so every line runs on NumPy in
+the tests): window maxima gathered on the card, and batches of float64 phase correlations.
+
+Only the answers come back: ``N`` values per field, two numbers per pair. The stack's fields and
+the batches of pairs go to the card in groups sized to its free memory (:meth:`Kit.budget`), and
+a group that still runs out is halved and retried (:func:`._ops.tiled`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._kit import Kit
+from ._ops import tiled
+
+__all__ = ["phase_correlate", "window_maxima"]
+
+
+def window_maxima(kit: Kit, stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
+    """float32 ``(N, F)``: the window maximum at each point of every field of an ``(F, H, W)`` stack."""
+    xp = kit.xp
+    count, height, width = stack.shape
+    source = np.ascontiguousarray(stack, dtype=np.float32).reshape(count, height * width)
+    down, across = min(size // 2, height - 1), min(size // 2, width - 1)
+    rows, columns = np.meshgrid(np.arange(-down, down + 1), np.arange(-across, across + 1), indexing="ij")
+    ys = np.clip(points[:, 0] + rows.reshape(-1, 1), 0, height - 1)
+    xs = np.clip(points[:, 1] + columns.reshape(-1, 1), 0, width - 1)
+    index = kit.to_device(ys * width + xs)  # (window pixels, N)
+    out = np.empty((count, points.shape[0]), dtype=np.float32)
+    fields = max(1, kit.budget() // (4 * (height * width + 2 * int(index.size))))
+
+    def step(start: int, stop: int) -> None:
+        gathered = kit.to_device(source[start:stop])[:, index]  # (fields, window pixels, N)
+        best = gathered.max(axis=1)
+        best = xp.where(xp.isnan(gathered).any(axis=1), xp.float32(np.nan), best) + xp.float32(0.0)
+        out[start:stop] = kit.to_host(best)
+
+    tiled(count, fields, 1, step, kit, "window_maxima")
+    return np.ascontiguousarray(out.T)
+
+
+def _surfaces(kit: Kit, first: Any, second: Any) -> tuple[Any, Any]:
+    """Each pair's surface peak (flat index) and peak-to-mean ratio, for a batch on the card."""
+    xp = kit.xp
+    shape = first.shape[-2:]
+    product = xp.fft.rfft2(first, axes=(-2, -1))
+    product *= xp.conj(xp.fft.rfft2(second, axes=(-2, -1)))
+    magnitude = xp.abs(product)
+    nonzero = magnitude > 0
+    product = xp.where(nonzero, product / xp.where(nonzero, magnitude, 1.0), 0)
+    product[:, 0, 0] = 0
+    surface = xp.fft.irfft2(product, s=shape, axes=(-2, -1)).reshape(first.shape[0], -1)
+    where = xp.argmax(surface, axis=1)  # the first maximum of each surface
+    best = xp.take_along_axis(surface, where[:, None], axis=1)[:, 0]
+    mean = xp.abs(surface).mean(axis=1)
+    ratio = xp.where(mean > 0, best / xp.where(mean > 0, mean, 1.0), 0.0)
+    return where, ratio
+
+
+def phase_correlate(kit: Kit, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's surface peak and ratio in float64, the pairs in batches sized to the free memory.
+
+    :param kit: the library to run on.
+    :param first: ``(B, H, W)`` finite float32 or float64.
+    :param second: the same.
+    :returns: int64 ``(B,)`` and float64 ``(B,)``.
+    """
+    xp = kit.xp
+    count, height, width = first.shape
+    batch = max(1, kit.budget() // (8 * height * width * 10))  # fields, spectra, surface, temporaries
+    peaks = np.empty(count, dtype=np.int64)
+    ratios = np.empty(count, dtype=np.float64)
+
+    def step(start: int, stop: int) -> None:
+        a = kit.to_device(np.ascontiguousarray(first[start:stop])).astype(xp.float64)
+        b = kit.to_device(np.ascontiguousarray(second[start:stop])).astype(xp.float64)
+        where, ratio = _surfaces(kit, a, b)
+        peaks[start:stop] = kit.to_host(where)
+        ratios[start:stop] = kit.to_host(ratio)
+
+    tiled(count, batch, 1, step, kit, "phase_correlate")
+    return peaks, ratios

@@ -1,0 +1,245 @@
+# mypy: disallow-untyped-defs=False, disallow-untyped-calls=False
+"""The compiled loops of the decode chain's filters: the Gaussian passes and the windowed minimum.
+
+Imported only when one of those operations first runs (``import numba`` costs ~0.5 s); every loop
+is ``nogil`` (the driver :mod:`._smooth` splits the rows between threads) and cached on disk.
+
+SCIPY'S BITS. Each pass sums in float64 exactly as SciPy's ``correlate1d`` does (see
+:mod:`spacr_accel_core.separable`): the centre times its weight, then each mirrored pair from the
+outermost in, ``acc = acc + (left + right) * w``, each operation rounded on its own. No
+``fastmath``: without it LLVM neither reorders the sum nor fuses a multiply and an add. The two
+passes of a field are fused per row (the column pass of a row, rounded to float32, is at once run
+along the row): the field is read from memory once and no intermediate field is written.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(nogil=True, cache=True)
+def _down(field, rows, y, radius, weights, sign, acc):
+    """``acc`` = the float64 column pass of row ``y`` (``rows`` maps the continued rows to the field's)."""
+    width = acc.shape[0]
+    centre = field[y]
+    w0 = weights[0]
+    for x in range(width):
+        acc[x] = np.float64(centre[x]) * w0
+    for j in range(radius, 0, -1):
+        above = field[rows[radius + y - j]]
+        below = field[rows[radius + y + j]]
+        w = weights[j]
+        if sign > 0:
+            for x in range(width):
+                acc[x] = acc[x] + (np.float64(above[x]) + np.float64(below[x])) * w
+        else:
+            for x in range(width):
+                acc[x] = acc[x] + (np.float64(above[x]) - np.float64(below[x])) * w
+
+
+@numba.njit(nogil=True, cache=True)
+def _along(line, columns, radius, weights, sign, acc):
+    """``acc`` = the float64 row pass of ``line`` (its middle holds the row; its ends are filled
+    here from ``columns``, the continued columns' map)."""
+    width = acc.shape[0]
+    for p in range(radius):
+        line[p] = line[radius + columns[p]]
+        line[radius + width + p] = line[radius + columns[radius + width + p]]
+    middle = line[radius:radius + width]
+    w0 = weights[0]
+    for x in range(width):
+        acc[x] = middle[x] * w0
+    for j in range(radius, 0, -1):
+        left = line[radius - j:radius - j + width]
+        right = line[radius + j:radius + j + width]
+        w = weights[j]
+        if sign > 0:
+            for x in range(width):
+                acc[x] = acc[x] + (left[x] + right[x]) * w
+        else:
+            for x in range(width):
+                acc[x] = acc[x] + (left[x] - right[x]) * w
+
+
+@numba.njit(nogil=True, cache=True)
+def _down_pair(field, rows, y, radius, first, second, acc, spare):
+    """:func:`_down` of two symmetric kernels at once (the Laplacian's two column passes): each
+    mirrored pair is read and added once, then weighted by each kernel, in SciPy's order for each."""
+    width = acc.shape[0]
+    centre = field[y]
+    for x in range(width):
+        value = np.float64(centre[x])
+        acc[x] = value * first[0]
+        spare[x] = value * second[0]
+    for j in range(radius, 0, -1):
+        above = field[rows[radius + y - j]]
+        below = field[rows[radius + y + j]]
+        w, v = first[j], second[j]
+        for x in range(width):
+            pair = np.float64(above[x]) + np.float64(below[x])
+            acc[x] = acc[x] + pair * w
+            spare[x] = spare[x] + pair * v
+
+
+@numba.njit(nogil=True, cache=True)
+def _columns_of_row(field, rows, y, down, signs, lines, rh, acc, spare):
+    """Each term's column pass of row ``y``, rounded to float32 as SciPy writes it, into the middle
+    of that term's continued row ``lines[term]`` (the row itself where the rows are not smoothed)."""
+    terms, width = lines.shape[0], acc.shape[0]
+    rv = down.shape[1] - 1
+    if rv < 0:
+        source = field[y]
+        for term in range(terms):
+            middle = lines[term, rh:rh + width]
+            for x in range(width):
+                middle[x] = np.float64(source[x])
+        return
+    if terms == 2 and signs[0, 0] > 0 and signs[1, 0] > 0:
+        _down_pair(field, rows, y, rv, down[0], down[1], acc, spare)
+        first, second = lines[0, rh:rh + width], lines[1, rh:rh + width]
+        for x in range(width):
+            first[x] = np.float64(np.float32(acc[x]))
+            second[x] = np.float64(np.float32(spare[x]))
+        return
+    for term in range(terms):
+        _down(field, rows, y, rv, down[term], signs[term, 0], acc)
+        middle = lines[term, rh:rh + width]
+        for x in range(width):
+            middle[x] = np.float64(np.float32(acc[x]))
+
+
+@numba.njit(nogil=True, cache=True)
+def smooth_band(field, out, rows, columns, down, across, signs, first_row, stop_row):
+    """Rows ``first_row:stop_row`` of one field's Gaussian (one term) or Laplacian (two terms).
+
+    :param field: ``(H, W)`` float32, uint16 or uint8, read as float64 (exact).
+    :param out: ``(H, W)`` float32: each term rounded to float32, the terms added in float32.
+    :param rows: the continued rows' map (length ``H + 2 rv``); ``columns`` likewise.
+    :param down: ``(terms, rv + 1)`` float64 half-weights of each term's column pass, or
+        ``(terms, 0)`` when the rows are not smoothed; ``across`` likewise along the rows.
+    :param signs: ``(terms, 2)``: each pass's symmetry, ``1`` or ``-1``.
+    """
+    width = field.shape[1]
+    terms = signs.shape[0]
+    rh = max(across.shape[1] - 1, 0)
+    acc = np.empty(width, np.float64)
+    spare = np.empty(width, np.float64)
+    lines = np.empty((terms, width + 2 * rh), np.float64)
+    for y in range(first_row, stop_row):
+        _columns_of_row(field, rows, y, down, signs, lines, rh, acc, spare)
+        target = out[y]
+        for term in range(terms):
+            if across.shape[1] > 0:
+                _along(lines[term], columns, rh, across[term], signs[term, 1], acc)
+            else:
+                acc[:] = lines[term, :width]
+            if term == 0:
+                for x in range(width):
+                    target[x] = np.float32(acc[x])
+            else:
+                for x in range(width):
+                    target[x] = target[x] + np.float32(acc[x])
+    return 0
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _smallest(a, b):
+    # The NaN rule (a window holding a NaN yields NaN), branch-free so that it vectorises.
+    return a if (a < b) | (a != a) else b  # noqa: PLR0124  # a != a is the NaN test for every dtype
+
+
+@numba.njit(nogil=True, cache=True)
+def _pair(src, dst, n, step):
+    first = src[:n]
+    second = src[step:step + n]
+    out = dst[:n]
+    for x in range(n):
+        out[x] = _smallest(first[x], second[x])
+
+
+@numba.njit(nogil=True, cache=True)
+def _pair_out(src, out, n, step):
+    first = src[:n]
+    second = src[step:step + n]
+    for x in range(n):
+        out[x] = np.float32(_smallest(first[x], second[x])) + np.float32(0.0)
+
+
+@numba.njit(nogil=True, cache=True)
+def _across_min(padded, out, spare, width, radius):
+    """``out`` = the ``2 radius + 1`` wide running minimum of the row in ``padded[radius:radius +
+    width]``, its ends repeated (the minimum of a window clipped to the row), by doubling."""
+    size = 2 * radius + 1
+    first, last = padded[radius], padded[radius + width - 1]
+    for x in range(radius):
+        padded[x] = first
+        padded[radius + width + x] = last
+    length = width + 2 * radius
+    reached = 1
+    flipped = False
+    while True:
+        step = min(reached, size - reached)
+        if reached + step == size:
+            _pair_out(spare if flipped else padded, out, width, step)
+            return
+        length -= step
+        if flipped:
+            _pair(spare, padded, length, step)
+        else:
+            _pair(padded, spare, length, step)
+        flipped = not flipped
+        reached += step
+
+
+@numba.njit(nogil=True, cache=True)
+def minimum_band(field, out, down, across, first_row, stop_row):  # noqa: PLR0912  # one loop nest
+    """Rows ``first_row:stop_row`` of the window minimum of ``field`` into float32 ``out``: the
+    maximum filter's van Herk/Gil-Werman blocks down the columns (``first_row`` a multiple of
+    ``2 down + 1``) and doubling along the rows, with the minimum. A minimum of zero is ``+0.0``."""
+    height, width = field.shape
+    k = 2 * down + 1
+    suffix = np.empty((k, width), field.dtype)
+    prefix = np.empty((k, width), field.dtype)
+    padded = np.empty(width + 2 * across, field.dtype)
+    spare = np.empty(width + 2 * across, field.dtype)
+    middle = padded[across:across + width]
+    for block in range(first_row // k, (stop_row - 1) // k + 1):
+        top = block * k - down
+        for j in range(k - 1, -1, -1):
+            src = field[min(max(top + j, 0), height - 1)]
+            dst = suffix[j]
+            if j == k - 1:
+                for x in range(width):
+                    dst[x] = src[x]
+            else:
+                below = suffix[j + 1]
+                for x in range(width):
+                    dst[x] = _smallest(src[x], below[x])
+        for j in range(k):
+            src = field[min(max(top + k + j, 0), height - 1)]
+            dst = prefix[j]
+            if j == 0:
+                for x in range(width):
+                    dst[x] = src[x]
+            else:
+                above = prefix[j - 1]
+                for x in range(width):
+                    dst[x] = _smallest(above[x], src[x])
+        for y in range(max(first_row, block * k), min(stop_row, (block + 1) * k)):
+            j = y - block * k
+            tail = suffix[j]
+            if j == 0:
+                for x in range(width):
+                    middle[x] = tail[x]
+            else:
+                head = prefix[j - 1]
+                for x in range(width):
+                    middle[x] = _smallest(tail[x], head[x])
+            if across == 0:
+                target = out[y]
+                for x in range(width):
+                    target[x] = np.float32(middle[x]) + np.float32(0.0)
+            else:
+                _across_min(padded, out[y], spare, width, across)
+    return 0

@@ -1,0 +1,58 @@
+"""The decode steps on Dask equal the in-memory ops for every chunking: window maxima with the
+whole field's points (windows crossing block edges), phase correlation with pairs never split."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacr_accel_core import dask as sad
+from spacr_accel_core import ops
+
+QUICK = settings(max_examples=20, deadline=None)
+
+
+@QUICK
+@given(lead=st.sampled_from([(), (2,), (2, 3)]), height=st.integers(1, 17), width=st.integers(1, 17),
+       size=st.integers(0, 7), seed=st.integers(0, 2 ** 32 - 1), data=st.data())
+def test_window_maxima_matches_ops_for_every_chunking(lead: tuple[int, ...], height: int, width: int, size: int,
+                                                      seed: int, data: st.DataObject) -> None:
+    rng = np.random.default_rng(seed)
+    stack = rng.choice(np.array([-1.0, -0.0, 0.0, 2.0, np.nan], np.float32), size=(*lead, height, width))
+    points = np.stack([rng.integers(0, height, 9), rng.integers(0, width, 9)], axis=1)
+    chunks = tuple(data.draw(st.integers(1, n)) for n in stack.shape)
+    with dask.config.set(scheduler="threads"):
+        got = sad.window_maxima(da.from_array(stack, chunks=chunks), points, size).compute()
+    want = ops.window_maxima(stack, points, size)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
+@QUICK
+@given(lead=st.sampled_from([(), (3,), (2, 2)]), seed=st.integers(0, 2 ** 32 - 1), data=st.data())
+def test_phase_correlate_matches_ops_with_pairs_whole(lead: tuple[int, ...], seed: int, data: st.DataObject) -> None:
+    rng = np.random.default_rng(seed)
+    first = rng.random((*lead, 14, 18))
+    second = np.roll(first, tuple(rng.integers(-6, 6, 2)), axis=(-2, -1)) + 0.05 * rng.random(first.shape)
+    chunks = tuple(data.draw(st.integers(1, n)) for n in first.shape)
+    with dask.config.set(scheduler="threads"):
+        lazy = sad.phase_correlate(da.from_array(first, chunks=chunks), da.from_array(second, chunks=chunks),
+                                   tolerance=(3, 30))
+        got = {name: np.asarray(getattr(lazy, name).compute()) for name in ("dy", "dx", "peak_ratio", "accepted")}
+    want = ops.phase_correlate(first, second, tolerance=(3, 30))
+    for name, value in got.items():
+        np.testing.assert_array_equal(value, np.asarray(getattr(want, name)))
+    assert lazy.backend == "dask"
+
+
+def test_the_dask_layer_refuses_what_ops_refuses() -> None:
+    stack = da.zeros((2, 8, 8), chunks=4)
+    with pytest.raises(ValueError, match="points holds 1 point"):
+        sad.window_maxima(stack, [[8, 0]], 3)
+    with pytest.raises(ValueError, match="one shape"):
+        sad.phase_correlate(stack, stack[0])
+    with pytest.raises(ValueError, match="tolerance must be one number"):
+        sad.phase_correlate(stack, stack, tolerance=(1, 2, 3))

@@ -1,0 +1,72 @@
+"""The CuPy decode steps, every line run on the NumPy kit and compared with the plain references:
+window maxima (NaN, signed zeros, groups of fields) and batches of phase correlations (batches of
+one forced by a tiny pass budget, and an out-of-memory retry)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from spacr_accel_core import reference
+from spacr_accel_core.testing._decode import _SETTINGS, gather_cases, shifted_pairs
+from spacr_accel_cupy import _decode, _kit
+
+KIT = _kit.numpy_kit()
+
+
+@_SETTINGS
+@given(case=gather_cases())
+def test_window_maxima_on_the_kit_matches_reference(case: tuple[np.ndarray, np.ndarray, int]) -> None:
+    stack, points, size = case
+    flat = stack.reshape(-1, *stack.shape[-2:])
+    got = _decode.window_maxima(KIT, flat, points, size)
+    want = reference.window_maxima(flat, points, size)
+    assert got.tobytes() == want.tobytes()
+
+
+@_SETTINGS
+@given(pair=shifted_pairs())
+def test_phase_correlate_on_the_kit_matches_reference(pair: tuple[np.ndarray, np.ndarray]) -> None:
+    first, second = pair
+    flat_first = first.reshape(-1, *first.shape[-2:])
+    flat_second = second.reshape(flat_first.shape)
+    peaks, ratios = _decode.phase_correlate(KIT, flat_first, flat_second)
+    width = first.shape[-1]
+    for number in range(flat_first.shape[0]):
+        dy, dx, ratio, _ = reference.phase_correlation(flat_first[number], flat_second[number])
+        assert divmod(int(peaks[number]), width) == (dy % first.shape[-2], dx % width)
+        assert abs(ratios[number] - ratio) <= 1e-9 * ratio
+
+
+def test_small_budgets_split_the_work_and_keep_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(2)
+    first = rng.random((5, 16, 12))
+    second = np.roll(first, (3, -2), axis=(1, 2))
+    stack = rng.random((6, 20, 20)).astype(np.float32)
+    points = rng.integers(0, 20, size=(9, 2))
+    whole = _decode.phase_correlate(KIT, first, second), _decode.window_maxima(KIT, stack, points, 5)
+    monkeypatch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", "1")  # the smallest pass: one pair, one field
+    split = _decode.phase_correlate(KIT, first, second), _decode.window_maxima(KIT, stack, points, 5)
+    np.testing.assert_array_equal(whole[0][0], split[0][0])
+    np.testing.assert_array_equal(whole[0][1], split[0][1])
+    np.testing.assert_array_equal(whole[1], split[1])
+
+
+def test_an_out_of_memory_batch_is_halved_and_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(4)
+    first = rng.random((4, 12, 12))
+    second = np.roll(first, (1, 2), axis=(1, 2))
+    original = _decode._surfaces
+    sizes: list[int] = []
+
+    def tight(kit: _kit.Kit, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sizes.append(a.shape[0])
+        if a.shape[0] > 1:
+            raise MemoryError("out of memory allocating the spectra")
+        return original(kit, a, b)
+
+    monkeypatch.setattr(_decode, "_surfaces", tight)
+    peaks, _ = _decode.phase_correlate(KIT, first, second)
+    assert sizes[0] == 4 and sizes[-1] == 1
+    np.testing.assert_array_equal(peaks, np.full(4, 11 * 12 + 10))  # the shift (-1, -2), wrapped

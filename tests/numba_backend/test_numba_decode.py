@@ -1,0 +1,39 @@
+"""The numba backend's decode steps beyond the conformance suite: pairs sharing reference fields,
+one pair's passes split between the threads, and the gather of many points in every field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spacr_accel_core import reference
+from spacr_accel_numba import _decode, warm
+
+
+@pytest.fixture(scope="module")
+def compiled() -> object:
+    assert warm(600)
+    return _decode.kernels()
+
+
+def test_pairs_sharing_reference_fields_match_the_reference(compiled: object) -> None:
+    rng = np.random.default_rng(9)
+    references = rng.random((4, 18, 30))
+    first = np.stack([references[i % 4] for i in range(9)])
+    second = np.stack([np.roll(first[i], (-i, 2 * i), axis=(0, 1)) + 0.01 * rng.random((18, 30)) for i in range(9)])
+    for batch in (slice(0, 9), slice(0, 1)):  # threads sharing the pairs, and one pair split by rows
+        peaks, ratios = _decode.phase_correlate(compiled, first[batch], second[batch])  # type: ignore[arg-type]
+        for number, (peak, ratio) in enumerate(zip(peaks, ratios, strict=True)):
+            dy, dx, want, _ = reference.phase_correlation(first[number], second[number])
+            assert divmod(int(peak), 30) == (dy % 18, dx % 30)
+            assert abs(ratio - want) <= 1e-9 * want
+
+
+def test_the_gather_of_many_points_matches_the_reference(compiled: object) -> None:
+    rng = np.random.default_rng(10)
+    stack = rng.random((6, 50, 40)).astype(np.float32)
+    stack[2, 10, 10] = np.nan
+    stack[3] = -0.0
+    points = np.stack([rng.integers(0, 50, 5000), rng.integers(0, 40, 5000)], axis=1)
+    got = _decode.window_maxima(compiled, stack, points, 5)  # type: ignore[arg-type]
+    assert got.tobytes() == reference.window_maxima(stack, points, 5).tobytes()

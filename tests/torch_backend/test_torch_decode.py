@@ -1,0 +1,57 @@
+"""torch's decode steps beyond the conformance suite: the float32 path a device without float64
+(Metal) takes, run on the CPU, agrees on shifts and verdicts with the ratio within 1e-5; and the
+batches of pairs split by a small pass budget give the same answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from spacr_accel_core import ops
+from spacr_accel_core.testing._decode import _SETTINGS, assert_registration, shifted_pairs
+from spacr_accel_torch import _decode
+from spacr_accel_torch._runtime import Device
+
+torch = pytest.importorskip("torch")
+
+
+@_SETTINGS
+@given(pair=shifted_pairs())
+def test_a_device_without_float64_agrees_within_float32(pair: tuple[np.ndarray, np.ndarray]) -> None:
+    first, second = pair
+    flat = first.reshape(-1, *first.shape[-2:]), second.reshape(-1, *first.shape[-2:])
+    peaks, ratios = _decode.phase_correlate(*flat, Device(torch.device("cpu"), float64=False))
+    from spacr_accel_core.contract._registration import judge
+
+    varies = np.ones(flat[0].shape[0], dtype=bool)
+    got = judge(peaks, ratios, varies, first.shape, (0, 0), None, 3.0, "torch")
+    assert_registration(got, first, second, (0, 0), None, 3.0, rtol=1e-5)
+
+
+def test_small_passes_give_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(8)
+    first = rng.random((5, 18, 14))
+    second = np.roll(first, (4, -3), axis=(1, 2))
+    stack = rng.random((7, 9, 9)).astype(np.float32)
+    points = rng.integers(0, 9, size=(11, 2))
+    whole = ops.phase_correlate(first, second, backend="torch"), ops.window_maxima(stack, points, 3, backend="torch")
+    monkeypatch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", "1")
+    split = ops.phase_correlate(first, second, backend="torch"), ops.window_maxima(stack, points, 3, backend="torch")
+    for name in ("dy", "dx", "peak_ratio", "accepted"):
+        np.testing.assert_array_equal(getattr(whole[0], name), getattr(split[0], name))
+    np.testing.assert_array_equal(whole[1], split[1])
+
+
+def test_a_device_without_float64_is_never_sent_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[np.dtype] = []
+    original = _decode.tensor
+
+    def recording(array: np.ndarray, device: object = None) -> object:
+        sent.append(array.dtype)
+        return original(array, device)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_decode, "tensor", recording)
+    first = np.random.default_rng(2).random((2, 12, 12))
+    _decode.phase_correlate(first, np.roll(first, 1, axis=1), Device(torch.device("cpu"), float64=False))
+    assert sent and all(dtype == np.float32 for dtype in sent)

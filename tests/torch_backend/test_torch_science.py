@@ -1,0 +1,337 @@
+"""The torch backend serves every argument of the science calls itself: ``k``, ``max_distance``,
+``metric="hamming"``, stacks for ``maximum_filter`` and ``local_maxima``; each path compared with the
+PLAIN references of ``spacr_accel_core.reference`` (never only with another backend), on the CPU
+device and on the CPU posing as a device without float64, and each forced call shown to be served
+by torch with no decline. Tiles are sized from a stand-in memory report.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import spacr_accel_core
+from spacr_accel_core import BackendDeclined, BackendInfo, hookimpl, last_dispatch, ops, reference, use
+from spacr_accel_core.accelerator import DeviceMemory
+from spacr_accel_core.testing import reference_maximum_filter
+from spacr_accel_torch import _grid, _hamming, _knearest, _plugin, _room, _runtime, _stacks
+
+CPU = _runtime.Device(torch.device("cpu"), True)
+NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
+"""The CPU posing as a device that refuses float64 (Metal): the verdict runs on the host."""
+
+
+@dataclass(frozen=True)
+class _Card(_runtime.Device):
+    """The CPU posing as a card: passes sized from device memory, not from the host's caches."""
+
+    @property
+    def is_cpu(self) -> bool:
+        return False
+
+
+CARD = _Card(torch.device("cpu"), True)
+
+
+@st.composite
+def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Sets of several blocks: lattices full of ties and copies, clusters beside outliers, extremes."""
+    width = draw(st.sampled_from([1, 2, 3, 5]))
+    n, m = draw(st.integers(1, 150)), draw(st.integers(1, 250))
+    kind = draw(st.sampled_from(["grid", "uniform", "clusters", "huge"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if kind == "grid":
+        source, target = rng.integers(-3, 4, (n, width)), rng.integers(-3, 4, (m, width))
+    elif kind == "uniform":
+        source, target = rng.uniform(-50, 50, (n, width)), rng.uniform(-50, 50, (m, width))
+    elif kind == "clusters":
+        centres = rng.uniform(-100, 100, (3, width))
+        source = centres[rng.integers(0, 3, n)] + rng.standard_normal((n, width))
+        target = centres[rng.integers(0, 3, m)] + rng.standard_normal((m, width))
+        target[: max(1, m // 20)] *= 50
+    else:  # float32 squares would overflow: the float64 search
+        source, target = rng.uniform(-3e37, 3e37, (n, width)), rng.uniform(-3e37, 3e37, (m, width))
+    return source.astype(np.float32), target.astype(np.float32)
+
+
+@settings(max_examples=40, deadline=None)
+@given(points=point_sets(), k=st.integers(1, 6), bound=st.sampled_from([None, 0.0, 1.0, 2.5, 40.0, 1e38]),
+       chunk=st.sampled_from([1, 7, 64, 4096]), device=st.sampled_from([CPU, NO_DOUBLES]))
+def test_k_nearest_within_a_distance_equals_the_reference(points: tuple[np.ndarray, np.ndarray], k: int,
+                                                          bound: float | None, chunk: int,
+                                                          device: _runtime.Device) -> None:
+    source, target = points
+    index, found = _knearest.k_nearest(source, target, chunk, k, bound, device)
+    expected_index, expected_found = reference.k_nearest(source, target, k, bound)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(["uniform", "lattice", "elongated", "far"]), width=st.integers(1, 3),
+       k=st.integers(1, 9), bound=st.sampled_from([None, 0.0, 0.5, 3.0]), seed=st.integers(0, 2**32 - 1))
+def test_the_cpu_grid_is_exact_where_it_settles_and_the_rest_goes_to_the_blocks(
+        kind: str, width: int, k: int, bound: float | None, seed: int) -> None:
+    """Sources near sparse regions, outside the targets' box, on lattices full of equal distances:
+    the grid settles what it can prove, the block search the rest, together equal to the reference."""
+    rng = np.random.default_rng(seed)
+    scale = {"uniform": 40.0, "lattice": 1.0, "elongated": 1.0, "far": 40.0}[kind]
+    source = rng.uniform(-10, 10, (300, width)) * scale
+    target = rng.uniform(-10, 10, (900, width)) * scale
+    if kind == "lattice":
+        source, target = np.round(source), np.round(target)
+    if kind == "elongated":
+        target[:, 0] *= 1000.0
+    if kind == "far":
+        source[:20] += 1e4  # far beyond every target, outside the grid
+    source, target = source.astype(np.float32), target.astype(np.float32)
+    index, found = _knearest.k_nearest(source, target, 4096, k, bound, CPU)
+    expected_index, expected_found = reference.k_nearest(source, target, k, bound)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)
+
+
+def test_the_grid_settles_uniform_points_and_refuses_clusters() -> None:
+    rng = np.random.default_rng(12)
+    target = rng.uniform(0, 1000, (5000, 2)).astype(np.float32)
+    source = rng.uniform(0, 1000, (2000, 2)).astype(np.float32)
+    settled = _grid.grid_search(source, target, 4096, 4, np.inf)
+    assert settled is not None and settled[2].mean() > 0.95
+    clustered = np.vstack([rng.standard_normal((4000, 2)) * 1e-3, rng.uniform(0, 1000, (1000, 2))])
+    assert _grid.grid_search(source, clustered.astype(np.float32), 4096, 4, np.inf) is None
+
+
+def test_copies_of_one_point_give_their_first_k_copies() -> None:
+    target = np.zeros((3000, 2), np.float32)
+    target[::7] = 1.0
+    source = np.array([[0.0, 0.0], [1.0, 1.0], [0.4, 0.4]], np.float32)
+    index, found = _knearest.k_nearest(source, target, 4096, 5, None, CPU)
+    expected_index, expected_found = reference.k_nearest(source, target, 5)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)
+
+
+@st.composite
+def descriptors(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Packed bits: a few rows repeated (ties everywhere) or random rows, ORB's 32 bytes and others."""
+    width = draw(st.sampled_from([1, 3, 32, 33, 64]))
+    n, m = draw(st.integers(1, 60)), draw(st.integers(1, 60))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        pool = rng.integers(0, 256, (int(rng.integers(1, 6)), width), dtype=np.uint8)
+        return pool[rng.integers(0, len(pool), n)], pool[rng.integers(0, len(pool), m)]
+    return rng.integers(0, 256, (n, width), dtype=np.uint8), rng.integers(0, 256, (m, width), dtype=np.uint8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(bits=descriptors(), k=st.integers(1, 12), bound=st.sampled_from([None, 0, 3, 12, 100.5]),
+       half=st.sampled_from(["bfloat16", "float16"]), chunk=st.sampled_from([1, 5, 4096]))
+def test_hamming_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int, bound: float | None,
+                                      half: str, chunk: int) -> None:
+    """Both half-precision plans (the CPU's and CUDA's bfloat16 pieces of 32 bytes, other devices'
+    float16 pieces of 256), ties beyond the ``topk`` slack included (k up to 12, few distinct rows)."""
+    source, target = bits
+    plan = (torch.bfloat16, 32) if half == "bfloat16" else (torch.float16, 256)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_hamming, "_plan", lambda device: plan)
+        index, found = _hamming.hamming(source, target, chunk, k, bound, CPU)
+    expected_index, expected_found = reference.hamming_nearest(source, target, k, bound)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)
+
+
+def test_more_ties_than_the_slack_are_ranked_by_index() -> None:
+    source = np.zeros((3, 32), np.uint8)
+    target = np.zeros((200, 32), np.uint8)
+    target[::3, 0] = 1  # 67 targets at distance 1, the rest at 0: far more ties than the slack
+    index, found = _hamming.hamming(source, target, 64, 4, None, CPU)
+    np.testing.assert_array_equal(index, np.tile([1, 2, 4, 5], (3, 1)))
+    np.testing.assert_array_equal(found, np.zeros((3, 4), np.float32))
+
+
+@st.composite
+def stacks(draw: st.DrawFn) -> np.ndarray:
+    shape = draw(st.sampled_from([(3, 9, 11), (2, 2, 6, 8), (1, 1, 5), (4, 40, 7)]))
+    values = st.one_of(st.integers(0, 3).map(float), st.sampled_from([np.nan, -0.0, 2.5]))
+    return draw(hnp.arrays(np.float32, shape, elements=values))
+
+
+@settings(max_examples=30, deadline=None)
+@given(field=stacks(), size=st.sampled_from([3, 5, 7, 31]), threshold=st.sampled_from([None, 0.5, 2.0]),
+       budget=st.sampled_from([None, 1 << 16]))
+def test_the_card_algorithms_of_a_stack_equal_the_reference(field: np.ndarray, size: int,
+                                                            threshold: float | None, budget: int | None) -> None:
+    """Every field of the stack in each tile of rows, whole or in many tiles."""
+    fields = field.reshape(-1, *field.shape[-2:])
+    out = np.empty(fields.shape, np.float32)
+    with pytest.MonkeyPatch.context() as patch:
+        if budget is not None:
+            patch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(budget))
+        _stacks.filter_in_tiles(fields, size, CPU, out)
+        below = None if threshold is None else np.float32(threshold)
+        peaks = _stacks.peaks_in_tiles(fields, size, below, CPU, field.shape[:-2])
+    for number, plane in enumerate(out):
+        assert np.array_equal(plane, reference_maximum_filter(fields[number], size), equal_nan=True)
+    np.testing.assert_array_equal(peaks, reference.local_maxima(field, size, threshold))
+
+
+def test_every_argument_is_served_by_torch_with_no_decline() -> None:
+    rng = np.random.default_rng(4)
+    points = rng.integers(0, 20, (300, 2)).astype(np.float32)
+    bits = rng.integers(0, 256, (200, 32), dtype=np.uint8)
+    stack = rng.integers(0, 4, (2, 3, 24, 20)).astype(np.float32)
+    calls = [
+        (lambda: ops.nearest_neighbours(points, points[::-1], k=4, backend="torch", gpu=False),
+         reference.k_nearest(points, points[::-1], 4)),
+        (lambda: ops.nearest_neighbours(points, points[::3], max_distance=1.5, backend="torch", gpu=False),
+         tuple(part[:, 0] for part in reference.k_nearest(points, points[::3], 1, 1.5))),
+        (lambda: ops.nearest_neighbours(bits, bits[::-1], k=2, metric="hamming", max_distance=120,
+                                        backend="torch", gpu=False),
+         reference.hamming_nearest(bits, bits[::-1], 2, 120)),
+        (lambda: ops.mutual_nearest_neighbours(bits, bits[::2], metric="hamming", backend="torch", gpu=False),
+         reference.mutual_nearest(bits, bits[::2], metric="hamming")),
+        (lambda: ops.local_maxima(stack, 5, threshold=1.0, backend="torch", gpu=False),
+         reference.local_maxima(stack, 5, 1.0)),
+    ]
+    for run, expected in calls:
+        got = run()
+        dispatch = last_dispatch()
+        assert dispatch is not None and dispatch.backend == "torch" and dispatch.declined == (), dispatch
+        for part, want in zip(got if isinstance(got, tuple) else (got,),
+                              expected if isinstance(expected, tuple) else (expected,), strict=True):
+            np.testing.assert_array_equal(part, want)
+    filtered = ops.maximum_filter(stack, 5, backend="torch", gpu=False)
+    dispatch = last_dispatch()
+    assert dispatch is not None and dispatch.backend == "torch" and dispatch.declined == ()
+    flat = stack.reshape(-1, 24, 20)
+    for number, plane in enumerate(filtered.reshape(flat.shape)):
+        assert np.array_equal(plane, reference_maximum_filter(flat[number], 5))
+
+
+def test_a_stack_is_one_call_to_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Declared ``stacks``: the core hands the whole stack over once, not field by field."""
+    seen: list[tuple[int, ...]] = []
+    original = _stacks.local_maxima_stack
+
+    def spy(field: np.ndarray, *rest: object) -> np.ndarray:
+        seen.append(field.shape)
+        return original(field, *rest)  # type: ignore[arg-type]  # the plugin's own arguments
+
+    monkeypatch.setattr(_stacks, "local_maxima_stack", spy)
+    ops.local_maxima(np.zeros((11, 4, 30, 30), np.float32), 5, backend="torch", gpu=False)
+    assert seen == [(11, 4, 30, 30)]
+
+
+# ---- tiles sized from the device's reported memory -----------------------------------------------
+
+
+def test_the_report_names_the_device_with_or_without_its_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = (DeviceMemory("cuda:0", "card A", 8 << 30, 16 << 30), DeviceMemory("cuda:1", "card B", 2 << 30, None))
+    monkeypatch.setattr("spacr_accel_core.accelerator.memory", lambda: rows)
+    assert _room.reported_free("cuda") == 8 << 30
+    assert _room.reported_free("cuda:1") == 2 << 30
+    assert _room.reported_free("xpu:0") is None
+
+
+def test_passes_take_a_fraction_of_the_reported_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where torch's own query cannot say, the accelerator's report sizes the pass: 0.4 of it."""
+    monkeypatch.delenv("SPACR_ACCEL_TORCH_PASS_BYTES", raising=False)
+    monkeypatch.setattr(_runtime, "free_bytes", lambda device: None)
+    monkeypatch.setattr("spacr_accel_core.accelerator.memory",
+                        lambda: (DeviceMemory("cpu", "stand-in card", 100 << 20, 200 << 20),))
+    assert _runtime.budget(CARD) == int(0.4 * (100 << 20))
+    monkeypatch.setattr("spacr_accel_core.accelerator.memory", lambda: ())
+    assert _runtime.budget(CARD) == 1 << 30  # nobody can say: the fixed gigabyte
+
+
+def test_a_stack_larger_than_the_reported_room_runs_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A card reporting 3 MiB free: the (11, 4, 96, 96) stack is filtered in several passes, exactly."""
+    monkeypatch.delenv("SPACR_ACCEL_TORCH_PASS_BYTES", raising=False)
+    monkeypatch.setattr(_runtime, "free_bytes", lambda device: None)
+    monkeypatch.setattr("spacr_accel_core.accelerator.memory",
+                        lambda: (DeviceMemory("cpu", "stand-in card", 3 << 20, 3 << 20),))
+    pools: list[int] = []
+    original = _stacks._pool
+
+    def counted(tiles: torch.Tensor, sizes: tuple[int, int]) -> torch.Tensor:
+        pools.append(tiles.shape[1])
+        return original(tiles, sizes)
+
+    monkeypatch.setattr(_stacks, "_pool", counted)
+    field = np.random.default_rng(5).standard_normal((11, 4, 96, 96)).astype(np.float32)
+    got = _stacks.maximum_filter_stack(field, 5, CARD)
+    assert len(pools) > 1 and max(pools) < 96  # in pieces, each within the room
+    flat = field.reshape(-1, 96, 96)
+    for number, plane in enumerate(got.reshape(flat.shape)):
+        assert np.array_equal(plane, reference_maximum_filter(flat[number], 5))
+
+
+# ---- what a device cannot do exactly is declined, with its reason --------------------------------
+
+
+@pytest.fixture
+def gpu_torch() -> Iterator[types.ModuleType]:
+    """The torch backend's nearest neighbours under a plugin that claims a usable GPU (the CPU here)."""
+    module = types.ModuleType("gpu_torch_science_stand_in")
+    module.SPACR_ACCEL_PLUGIN = replace(_plugin.SPACR_ACCEL_PLUGIN, name="gputorch", priority=1000.0)  # type: ignore[attr-defined]
+
+    @hookimpl
+    def spacr_accel_backend_info() -> BackendInfo:
+        return BackendInfo(usable=True)
+
+    module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
+    module.spacr_accel_nearest_neighbours = _plugin.spacr_accel_nearest_neighbours  # type: ignore[attr-defined]
+    spacr_accel_core.register(module, "gputorch")
+    yield module
+    spacr_accel_core.unregister("gputorch")
+
+
+def test_descriptors_beyond_the_exact_range_are_declined_with_the_reason(gpu_torch: types.ModuleType,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_runtime, "target", lambda: NO_DOUBLES)
+    bits = np.random.default_rng(8).integers(0, 256, (3, 1 << 17), dtype=np.uint8)
+    with pytest.raises(BackendDeclined, match="exact range"):
+        _hamming.hamming(bits, bits, 8, 1, None, NO_DOUBLES)
+    with use("gputorch", "numpy"):
+        index, _found = ops.nearest_neighbours(bits, bits[::-1], metric="hamming")
+        dispatch = last_dispatch()
+    assert dispatch is not None and dispatch.backend == "numpy"
+    assert dispatch.declined[0][0] == "gputorch" and "exact range" in dispatch.declined[0][1]
+    np.testing.assert_array_equal(index, [2, 1, 0])
+
+
+def test_a_device_without_doubles_still_serves_k_and_the_bound_exactly(gpu_torch: types.ModuleType,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_runtime, "target", lambda: NO_DOUBLES)
+    points = np.random.default_rng(9).integers(0, 9, (200, 2)).astype(np.float32)
+    with use("gputorch", "numpy"):
+        index, found = ops.nearest_neighbours(points, points[::2], k=3, max_distance=2.0)
+        dispatch = last_dispatch()
+    assert dispatch is not None and dispatch.backend == "gputorch" and dispatch.declined == ()
+    expected_index, expected_found = reference.k_nearest(points, points[::2], 3, 2.0)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)
+
+
+def test_read_only_inputs_raise_no_warning() -> None:
+    """The core hands plugins read-only arrays; torch warns when one is shared, so none is."""
+    import warnings
+
+    rng = np.random.default_rng(13)
+    points = rng.uniform(0, 100, (500, 2)).astype(np.float32)
+    bits = rng.integers(0, 256, (100, 32), dtype=np.uint8)
+    stack = rng.integers(0, 4, (2, 20, 20)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ops.nearest_neighbours(points, points[::-1], k=3, max_distance=5.0, backend="torch", gpu=False)
+        ops.nearest_neighbours(bits, bits[::-1], k=2, metric="hamming", backend="torch", gpu=False)
+        ops.local_maxima(stack, 3, backend="torch", gpu=False)
+        ops.maximum_filter(stack, 3, backend="torch", gpu=False)
