@@ -172,7 +172,7 @@ def test_a_stack_is_one_call_with_one_transfer_each_way(monkeypatch: pytest.Monk
 
 def test_the_report_is_read_for_the_current_device(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = (DeviceMemory("cuda:0", "card A", 8 << 30, 16 << 30), DeviceMemory("cuda:1", "card B", 2 << 30, None))
-    monkeypatch.setattr("spacr_accel_core.accelerator.memory", lambda: rows)
+    monkeypatch.setattr("spacr_accel_core.toolkit.memory", lambda: rows)
     assert _room.reported_free(0) == 8 << 30
     assert _room.reported_free(1) == 2 << 30
     assert _room.reported_free(2) is None
@@ -182,7 +182,7 @@ def test_passes_take_a_fraction_of_the_reported_free_memory(monkeypatch: pytest.
     """CuPy's query failing, the accelerator's report sizes the pass: 0.4 of the free memory, and a
     stack that does not fit that runs in pieces, exactly."""
     monkeypatch.delenv("SPACR_ACCEL_CUPY_PASS_BYTES", raising=False)
-    monkeypatch.setattr("spacr_accel_core.accelerator.memory",
+    monkeypatch.setattr("spacr_accel_core.toolkit.memory",
                         lambda: (DeviceMemory("cuda:0", "stand-in card", 3 << 20, 3 << 20),))
     moved: list[tuple[int, ...]] = []
 

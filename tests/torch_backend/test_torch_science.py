@@ -235,7 +235,7 @@ def test_a_stack_is_one_call_to_the_backend(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_the_report_names_the_device_with_or_without_its_index(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = (DeviceMemory("cuda:0", "card A", 8 << 30, 16 << 30), DeviceMemory("cuda:1", "card B", 2 << 30, None))
-    monkeypatch.setattr("spacr_accel_core.accelerator.memory", lambda: rows)
+    monkeypatch.setattr("spacr_accel_core.toolkit.memory", lambda: rows)
     assert _room.reported_free("cuda") == 8 << 30
     assert _room.reported_free("cuda:1") == 2 << 30
     assert _room.reported_free("xpu:0") is None
@@ -245,10 +245,10 @@ def test_passes_take_a_fraction_of_the_reported_free_memory(monkeypatch: pytest.
     """Where torch's own query cannot say, the accelerator's report sizes the pass: 0.4 of it."""
     monkeypatch.delenv("SPACR_ACCEL_TORCH_PASS_BYTES", raising=False)
     monkeypatch.setattr(_runtime, "free_bytes", lambda device: None)
-    monkeypatch.setattr("spacr_accel_core.accelerator.memory",
+    monkeypatch.setattr("spacr_accel_core.toolkit.memory",
                         lambda: (DeviceMemory("cpu", "stand-in card", 100 << 20, 200 << 20),))
     assert _runtime.budget(CARD) == int(0.4 * (100 << 20))
-    monkeypatch.setattr("spacr_accel_core.accelerator.memory", lambda: ())
+    monkeypatch.setattr("spacr_accel_core.toolkit.memory", lambda: ())
     assert _runtime.budget(CARD) == 1 << 30  # nobody can say: the fixed gigabyte
 
 
@@ -256,7 +256,7 @@ def test_a_stack_larger_than_the_reported_room_runs_in_pieces(monkeypatch: pytes
     """A card reporting 3 MiB free: the (11, 4, 96, 96) stack is filtered in several passes, exactly."""
     monkeypatch.delenv("SPACR_ACCEL_TORCH_PASS_BYTES", raising=False)
     monkeypatch.setattr(_runtime, "free_bytes", lambda device: None)
-    monkeypatch.setattr("spacr_accel_core.accelerator.memory",
+    monkeypatch.setattr("spacr_accel_core.toolkit.memory",
                         lambda: (DeviceMemory("cpu", "stand-in card", 3 << 20, 3 << 20),))
     pools: list[int] = []
     original = _stacks._pool
