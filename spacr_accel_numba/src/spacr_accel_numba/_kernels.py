@@ -538,12 +538,29 @@ _lesser = typing.cast("Callable[[np.float32, np.float32], np.float32]", numba.ex
 @numba.njit(nogil=True, cache=True, inline="always")
 def _chunk_lows(row, lows, lowest):
     """Each :data:`_CHUNK` columns' minimum of ``row`` into ``lows``, in one vectorised pass;
-    returns the smaller of ``lowest`` and the row's own minimum."""
+    returns the smaller of ``lowest`` and the row's own minimum.
+
+    WHY TWO HALVES. One running minimum per chunk is one chain of dependent ``minnum``s: LLVM
+    vectorises it, but each vector waits for the last (0.22 ns a value from the core's own cache).
+    The two halves of a chunk as two minima are two independent chains, and the loop runs at the
+    load ports' pace (0.035 ns a value), six times faster; read from the shared cache instead, both
+    wait on memory (0.15 ns).
+    """
     width = row.shape[0]
+    half = _CHUNK // 2
     for c in range(lows.shape[0]):
-        chunk_low = np.float32(np.inf)
-        for j in range(c * _CHUNK, min(width, (c + 1) * _CHUNK)):
-            chunk_low = _lesser(chunk_low, row[j])
+        start = c * _CHUNK
+        if start + _CHUNK <= width:
+            first = np.float32(np.inf)
+            second = np.float32(np.inf)
+            for j in range(start, start + half):
+                first = _lesser(first, row[j])
+                second = _lesser(second, row[j + half])
+            chunk_low = _lesser(first, second)
+        else:
+            chunk_low = np.float32(np.inf)
+            for j in range(start, width):
+                chunk_low = _lesser(chunk_low, row[j])
         lows[c] = chunk_low
         lowest = _lesser(lowest, chunk_low)
     return lowest
