@@ -43,8 +43,11 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
     :param source: float32 or float64 ``(N, D)`` finite points (D >= 1).
     :param target: likewise ``(M, D)``, M >= 1.
     """
-    n, m = source.shape[0], target.shape[0]
+    n, m, dims = source.shape[0], target.shape[0], source.shape[1]
     plan = expansion_plan(source, target, np.float32, _F32_UNIT)
+    # The plan's product is D + 1 deep, its last term 1 x |t|^2: the GEMM runs D deep (a depth the
+    # BLAS's kernels take whole) and the kernels add |t|^2, the sum's last term, as they read.
+    left, right, norms = plan.left[:, :dims], plan.right[:dims], plan.right[dims]
     s64 = np.ascontiguousarray(source, dtype=np.float64)
     t64 = np.ascontiguousarray(target, dtype=np.float64)
     # numba compiles read-only arrays as other types, and no call may compile: copied if so.
@@ -66,9 +69,11 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
         bounds = np.linspace(0, stop - start, min(cpu_threads(), stop - start) + 1).astype(np.int64)
         for column in range(0, m, columns):
             block = tile[:stop - start, :min(m, column + columns) - column]
-            np.matmul(plan.left[start:stop], plan.right[:, column:column + block.shape[1]], out=block)
-            run_parts(kernels.absorb_tile, [(block, column, plan.margin, start, lowest, held_at, held_value, held,
-                                             int(bounds[i]), int(bounds[i + 1])) for i in range(len(bounds) - 1)])
+            np.matmul(left[start:stop], right[:, column:column + block.shape[1]], out=block)
+            sums = norms[column:column + block.shape[1]]
+            run_parts(kernels.absorb_tile, [(block, sums, column, plan.margin, start, lowest, held_at, held_value,
+                                             held, int(bounds[i]), int(bounds[i + 1]))
+                                            for i in range(len(bounds) - 1)])
         kernels.settle_held(lowest[:stop - start], plan.margin, start, held_at, held_value, held, s64, t64,
                             found, squared)
         again.append(start + np.flatnonzero(held[:stop - start] < 0))
@@ -79,14 +84,14 @@ def search(kernels: ModuleType, source: np.ndarray, target: np.ndarray) -> tuple
 def _search_again(kernels: ModuleType, plan: ExpansionPlan, rows: np.ndarray, s64: np.ndarray,
                   t64: np.ndarray, found: np.ndarray, squared: np.ndarray) -> None:
     """Settle ``rows`` (indices into the source) from their whole GEMM rows (:func:`._kernels.settle_rows`)."""
-    m = t64.shape[0]
+    m, dims = t64.shape
     step = max(1, _AGAIN_BYTES // (4 * m))
     for first in range(0, rows.shape[0], step):
         chosen = rows[first:first + step]
-        approx = plan.left[chosen] @ plan.right
+        approx = plan.left[chosen, :dims] @ plan.right[:dims]  # |t|^2 added by the kernel, as above
         part_found = np.empty(chosen.shape[0], dtype=np.int64)
         part_squared = np.empty(chosen.shape[0], dtype=np.float64)
-        kernels.settle_rows(approx, plan.margin[chosen], 0, s64[chosen], t64, part_found, part_squared,
-                            0, chosen.shape[0])
+        kernels.settle_rows(approx, plan.right[dims], plan.margin[chosen], 0, s64[chosen], t64, part_found,
+                            part_squared, 0, chosen.shape[0])
         found[chosen] = part_found
         squared[chosen] = part_squared
