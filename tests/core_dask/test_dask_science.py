@@ -68,3 +68,13 @@ def test_hamming_on_blocks():
     np.testing.assert_array_equal(distance, expected_distance)
     with pytest.raises(TypeError, match="uint8"):
         sad.nearest_neighbours(da.from_array(source.astype(np.float32), chunks=20), target, metric="hamming")
+
+
+@pytest.mark.parametrize("chunks", [(2, 1, 8, 6), (2, 3, 4, 6), (1, 2, 8, 3), (2, 2, 3, 6)])
+def test_local_maxima_keep_row_major_order_when_an_inner_lead_axis_is_split(chunks):
+    """A block holding fields 0 and 1 of the outer axis, split along the inner one, would list field
+    (1, 0) before field (0, 1): the peaks must still come in the in-memory call's row-major order."""
+    field = np.random.default_rng(3).integers(0, 3, (2, 3, 8, 6)).astype(np.float32)
+    with dask.config.set(scheduler="synchronous"):
+        got = sad.local_maxima(da.from_array(field, chunks=chunks), 3).compute()
+    np.testing.assert_array_equal(got, ops.local_maxima(field, 3))
