@@ -1,0 +1,69 @@
+"""The torch backend's CPU-only paths, each against the PLAIN references of
+``spacr_accel_core.reference``: Hamming ranked by column groups (wide enough target sets that the
+groups are used, ties hidden in unchosen groups, columns beyond the last whole group), on the CPU
+and on the CPU posing as a card (the card's whole-row ``topk``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spacr_accel_core import reference
+from spacr_accel_torch import _hamming, _runtime
+
+CPU = _runtime.Device(torch.device("cpu"), True)
+
+
+@dataclass(frozen=True)
+class _Card(_runtime.Device):
+    @property
+    def is_cpu(self) -> bool:
+        return False
+
+
+CARD = _Card(torch.device("cpu"), True)
+
+
+@st.composite
+def wide_descriptors(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """Target sets of 16 groups of 18 to 45 columns plus up to 15 more; few distinct rows (ties
+    everywhere) or random ones, 32 or 33 bytes (one or two pieces)."""
+    width = draw(st.sampled_from([32, 33]))
+    n, m = draw(st.integers(1, 30)), draw(st.integers(16 * 18, 16 * 45 + 15))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        pool = rng.integers(0, 256, (int(rng.integers(2, 9)), width), dtype=np.uint8)
+        return pool[rng.integers(0, len(pool), n)], pool[rng.integers(0, len(pool), m)]
+    return rng.integers(0, 256, (n, width), dtype=np.uint8), rng.integers(0, 256, (m, width), dtype=np.uint8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(bits=wide_descriptors(), k=st.integers(1, 9), bound=st.sampled_from([None, 0, 100.5]),
+       card=st.booleans())
+def test_hamming_by_column_groups_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int,
+                                                       bound: float | None, card: bool) -> None:
+    source, target = bits
+    index, found = _hamming.hamming(source, target, 7, k, bound, CARD if card else CPU)
+    expected_index, expected_found = reference.hamming_nearest(source, target, k, bound)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(found, expected_found)
+
+
+def test_column_groups_rank_ties_in_unchosen_groups_by_index() -> None:
+    """Scores with a handful of values: the ``have``-th best ties with the last chosen group's
+    maximum, so the row is ranked over every column; equal to the whole-row ranking and to a
+    plain sort by (score descending, index)."""
+    rng = np.random.default_rng(3)
+    m = 16 * 40 + 7
+    scores = torch.from_numpy(rng.integers(-3, 3, (50, m)).astype(np.float32)).to(torch.bfloat16)
+    for have in (1, 4, 9):
+        columns, values = _hamming._ranked_by_groups(scores, have, torch.int16)
+        whole_columns, whole_values = _hamming._ranked(scores, have)
+        plain = np.lexsort((np.tile(np.arange(m), (50, 1)), -scores.float().numpy()), axis=1)[:, :have]
+        np.testing.assert_array_equal(columns.numpy(), plain)
+        np.testing.assert_array_equal(columns.numpy(), whole_columns.numpy())
+        np.testing.assert_array_equal(values.numpy(), whole_values.numpy())
