@@ -98,10 +98,11 @@ def test_every_row_the_grid_settles_equals_the_reference(width: int, k: int, kin
     rng = np.random.default_rng(seed)
     source, target = rng.uniform(-10, 10, (400, width)), rng.uniform(-10, 10, (1200, width))
     if kind == "lattice":
-        source, target = np.round(source), np.round(target * 3) / 3
+        source, target = np.round(source), np.round(target * 20) / 20
     if kind == "holes":
         target = target[np.abs(target[:, 0]) > 2.5]
-    _settled_rows_agree(source.astype(np.float32), target.astype(np.float32), k, bound)
+    target = np.unique(target.astype(np.float32), axis=0)  # the grid is given distinct targets
+    _settled_rows_agree(source.astype(np.float32), target, k, bound)
 
 
 def test_wider_blocks_settle_the_rows_beside_a_hole(monkeypatch: pytest.MonkeyPatch) -> None:

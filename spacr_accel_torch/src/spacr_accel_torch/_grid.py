@@ -19,7 +19,7 @@ padded ``max_distance``, if smaller) lies strictly inside that wall, with a rela
 the rounding of the cell arithmetic; a source not settled by its ``3^D`` block is tried again with
 the blocks of :data:`RADII`, and every source none settles (near a sparse region, beside a crowded
 cell, with more ties than :data:`SLACK`) is left to the block search. A cell is sized to hold
-``k / 2 + 2`` targets on average; points crowded into one cell (more than :data:`MOST_PER_CELL`
+``k / 4 + 1.5`` targets on average; points crowded into one cell (more than :data:`MOST_PER_CELL`
 times that, plus 8) send the whole call to the block search.
 """
 
@@ -133,20 +133,36 @@ def _exact(rows: torch.Tensor, axes: list[torch.Tensor]) -> torch.Tensor:
     return total
 
 
-def _first(exact: torch.Tensor, columns: Callable[[torch.Tensor], torch.Tensor],
+def _first(exact: torch.Tensor, columns: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor],
            k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(chosen, distance, crowded)``: per row the first ``k`` by (distance, column) among
-    ``topk``'s ``k + SLACK`` nearest (``columns`` gives each entry's target index), and the rows
-    whose ties at the ``k``-th place may go beyond those (left unsettled). Only the rows with two
-    equal finite distances among those are ordered by index (two stable sorts); ``topk`` has
-    already ordered the rest."""
+    ``topk``'s nearest (``columns(where, rows)`` gives the target index of entries ``where`` of the
+    ``rows``, all rows for ``None``), and the rows whose ties at the ``k``-th place may go beyond
+    those (left unsettled). ``topk`` is asked for ``k + 1``, and again for ``k + SLACK`` by the rows
+    whose ``k + 1``-th ties with their ``k``-th. Only the rows with two equal finite distances are
+    ordered by index (two stable sorts); ``topk`` ordered the rest."""
     import torch
 
-    ask = min(exact.shape[1], k + SLACK)
-    values, where = torch.topk(exact, ask, dim=1, largest=False, sorted=True)
-    near = columns(where)
-    crowded = (values[:, -1] == values[:, k - 1]) & torch.isfinite(values[:, k - 1]) \
-        if ask < exact.shape[1] else torch.zeros(exact.shape[0], dtype=torch.bool)
+    values, where = _nearest_of(exact, k + 1)
+    crowded = torch.zeros(exact.shape[0], dtype=torch.bool)
+    again = torch.nonzero(values[:, k] == values[:, k - 1], as_tuple=True)[0] if values.shape[1] > k else None
+    values, where = values[:, :k], where[:, :k]
+    near = columns(where, None)
+    values, near = _by_index(values, near)
+    if again is not None and again.numel():
+        more, at = _nearest_of(exact.index_select(0, again), k + SLACK)
+        if more.shape[1] < exact.shape[1]:
+            crowded[again] = (more[:, -1] == more[:, k - 1]) & torch.isfinite(more[:, k - 1])
+        more, them = _by_index(more, columns(at, again))
+        values[again], near[again] = more[:, :k], them[:, :k]
+    return near, values, crowded
+
+
+def _by_index(values: torch.Tensor, near: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows sorted by distance ordered by (distance, index): only the rows with two equal finite
+    distances are sorted again."""
+    import torch
+
     tied = torch.nonzero(((values[:, 1:] == values[:, :-1]) & torch.isfinite(values[:, 1:])).any(1),
                          as_tuple=True)[0]
     if tied.numel():
@@ -154,7 +170,14 @@ def _first(exact: torch.Tensor, columns: Callable[[torch.Tensor], torch.Tensor],
         order = torch.argsort(them, dim=1, stable=True)
         order = order.gather(1, torch.argsort(some.gather(1, order), dim=1, stable=True))
         values[tied], near[tied] = some.gather(1, order), them.gather(1, order)
-    return near[:, :k], values[:, :k], crowded
+    return values, near
+
+
+def _nearest_of(exact: torch.Tensor, ask: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``topk``'s ``ask`` smallest per row (the whole row where it is narrower), nearest first."""
+    import torch
+
+    return torch.topk(exact, min(exact.shape[1], ask), dim=1, largest=False, sorted=True)
 
 
 def _pass(grid: _Grid, rows: torch.Tensor, cells: torch.Tensor, runs: tuple[torch.Tensor, torch.Tensor],
@@ -172,7 +195,11 @@ def _pass(grid: _Grid, rows: torch.Tensor, cells: torch.Tensor, runs: tuple[torc
     flat = position.view(-1)
     axes = [plane.index_select(0, flat).view(position.shape) for plane in grid.planes]
     exact = _exact(rows, axes).masked_fill_(~valid, math.inf)
-    chosen, distance, crowded = _first(exact, lambda where: grid.order[position.gather(1, where)], k)
+
+    def columns(where: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        return grid.order[(position if rows is None else position.index_select(0, rows)).gather(1, where)]
+
+    chosen, distance, crowded = _first(exact, columns, k)
     bound = torch.clamp(distance[:, -1], max=limit)
     reach = grid.reach(rows, cells, radius)
     settled = (reach > 0) & (bound < reach * reach) & ~crowded
@@ -186,20 +213,22 @@ def _in_blocks(grid: _Grid, points: torch.Tensor, cells: torch.Tensor, pending: 
     sources left unsettled."""
     import torch
 
-    first, length = grid.runs(cells[pending], radius)
+    mine = cells.index_select(0, pending)
+    first, length = grid.runs(mine, radius)
     longest = length.amax(1)
-    order = torch.argsort(longest * (grid.total + 1) + grid.ids(cells[pending]))
-    pending, first, length, longest = pending[order], first[order], length[order], longest[order]
+    order = torch.argsort(longest * (grid.total + 1) + grid.ids(mine))
+    pending, first, length, longest = (part.index_select(0, order) for part in (pending, first, length, longest))
     total, start, answers = pending.shape[0], 0, []
     while start < total:
         widest = int(longest[min(total, start + chunk) - 1]) * first.shape[1]
         stop = min(total, start + max(1, min(chunk, _ELEMENTS // max(k, widest))))
         rows = pending[start:stop]
-        answers.append(_pass(grid, points[rows], cells[rows], (first[start:stop], length[start:stop]), radius,
-                             k, limit))
+        answers.append(_pass(grid, points.index_select(0, rows), cells.index_select(0, rows),
+                             (first[start:stop], length[start:stop]), radius, k, limit))
         start = stop
     found, squared, settled = (torch.cat(part) for part in zip(*answers, strict=True))
-    out[0][pending], out[1][pending], out[2][pending] = found, squared, settled
+    for whole, part in zip(out, (found, squared, settled), strict=True):
+        whole.index_copy_(0, pending, part)
     return pending[~settled]
 
 
@@ -220,7 +249,7 @@ def grid_search(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
 
     if source.shape[1] > WIDEST or target.shape[0] < 64:
         return None
-    per_cell = 2.0 + k / 2  # the k-th nearest well inside one cell's width: nearly every source settles here
+    per_cell = 1.5 + k / 4  # the k-th nearest within about a cell's width: most sources settle in their 3^D block
     grid = _Grid(torch.from_numpy(target.astype(np.float64)), per_cell)  # a fresh, writable copy
     if not grid.usable or grid.most > MOST_PER_CELL * per_cell + 8:
         return None
