@@ -19,7 +19,7 @@ padded ``max_distance``, if smaller) lies strictly inside that wall, with a rela
 the rounding of the cell arithmetic; a source not settled by its ``3^D`` block is tried again with
 the blocks of :data:`RADII`, and every source none settles (near a sparse region, beside a crowded
 cell, with more ties than :data:`SLACK`) is left to the block search. A cell is sized to hold
-``k / 4 + 1.5`` targets on average; points crowded into one cell (more than :data:`MOST_PER_CELL`
+``k / 4 + 0.75`` targets on average; points crowded into one cell (more than :data:`MOST_PER_CELL`
 times that, plus 8) send the whole call to the block search.
 """
 
@@ -191,10 +191,10 @@ def _pass(grid: _Grid, rows: torch.Tensor, cells: torch.Tensor, runs: tuple[torc
     span = max(-(-k // count), int(length.max()))
     slot = torch.arange(span, dtype=torch.int64)
     position = (first[:, :, None] + slot).view(n, -1).clamp_(max=grid.order.shape[0] - 1)
-    valid = (slot < length[:, :, None]).view(n, -1)
+    beyond = (slot >= length[:, :, None]).view(n, -1)
     flat = position.view(-1)
     axes = [plane.index_select(0, flat).view(position.shape) for plane in grid.planes]
-    exact = _exact(rows, axes).masked_fill_(~valid, math.inf)
+    exact = _exact(rows, axes).masked_fill_(beyond, math.inf)
 
     def columns(where: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         return grid.order[(position if rows is None else position.index_select(0, rows)).gather(1, where)]
@@ -249,7 +249,7 @@ def grid_search(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
 
     if source.shape[1] > WIDEST or target.shape[0] < 64:
         return None
-    per_cell = 1.5 + k / 4  # the k-th nearest within about a cell's width: most sources settle in their 3^D block
+    per_cell = 0.75 + k / 4  # the k-th nearest within about a cell's width: most sources settle in their 3^D block
     grid = _Grid(torch.from_numpy(target.astype(np.float64)), per_cell)  # a fresh, writable copy
     if not grid.usable or grid.most > MOST_PER_CELL * per_cell + 8:
         return None
