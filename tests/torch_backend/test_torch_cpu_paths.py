@@ -55,20 +55,30 @@ def test_hamming_by_column_groups_equals_the_reference(bits: tuple[np.ndarray, n
     np.testing.assert_array_equal(found, expected_found)
 
 
-def test_column_groups_rank_ties_in_unchosen_groups_by_index() -> None:
-    """Scores with a handful of values: the ``have``-th best ties with the last chosen group's
-    maximum, so the row is ranked over every column; equal to the whole-row ranking and to a
-    plain sort by (score descending, index)."""
+@pytest.mark.parametrize("low, high", [(-3, 3), (-60, 61), (-256, 257)])
+def test_column_groups_rank_ties_in_unchosen_groups_by_index(low: int, high: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores with a handful of values (the ``have``-th best ties with the last chosen group's
+    maximum: ranked over every column) or many, negative ones included (most rows settled by their
+    groups): equal to the whole-row ranking and to a plain sort by (score descending, index)."""
     rng = np.random.default_rng(3)
     m = 16 * 40 + 7
-    scores = torch.from_numpy(rng.integers(-3, 3, (50, m)).astype(np.float32)).to(torch.bfloat16)
+    scores = torch.from_numpy(rng.integers(low, high, (50, m)).astype(np.float32)).to(torch.bfloat16)
+    scores[:5] = -scores[:5].abs() - 1  # rows with every score negative
+    whole_rows = []
+    settle = _hamming._settle_crowded
+    monkeypatch.setattr(_hamming, "_settle_crowded",
+                        lambda s, key, crowded, have: whole_rows.append(int(crowded.sum())) or settle(
+                            s, key, crowded, have))
     for have in (1, 4, 9):
-        columns, values = _hamming._ranked_by_groups(scores, have, torch.int16)
+        columns, values = _hamming._ranked_by_groups(scores, have)
         whole_columns, whole_values = _hamming._ranked(scores, have)
         plain = np.lexsort((np.tile(np.arange(m), (50, 1)), -scores.float().numpy()), axis=1)[:, :have]
         np.testing.assert_array_equal(columns.numpy(), plain)
         np.testing.assert_array_equal(columns.numpy(), whole_columns.numpy())
         np.testing.assert_array_equal(values.numpy(), whole_values.numpy())
+    if high > 100:
+        assert 5 <= whole_rows[0] < 50  # the negative rows at least, not every row
 
 
 def _settled_rows_agree(source: np.ndarray, target: np.ndarray, k: int, bound: float | None) -> np.ndarray:
