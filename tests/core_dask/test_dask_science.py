@@ -70,10 +70,11 @@ def test_hamming_on_blocks():
         sad.nearest_neighbours(da.from_array(source.astype(np.float32), chunks=20), target, metric="hamming")
 
 
-def test_local_maxima_with_the_leading_axes_split_out_of_order_are_row_major():
-    # A block holding two fields of axis 0 but one of axis 1: concatenated in block order, the
-    # peaks would come back (0, 0), (1, 0), (0, 1), (1, 1) instead of in row-major order.
-    field = np.random.default_rng(0).choice(np.array([0.0, 1.0, 2.0, np.nan], np.float32), size=(2, 2, 8, 6))
+@pytest.mark.parametrize("chunks", [(2, 1, 8, 6), (2, 3, 4, 6), (1, 2, 8, 3), (2, 2, 3, 6)])
+def test_local_maxima_keep_row_major_order_when_an_inner_lead_axis_is_split(chunks):
+    """A block holding fields 0 and 1 of the outer axis, split along the inner one, would list field
+    (1, 0) before field (0, 1): the peaks must still come in the in-memory call's row-major order."""
+    field = np.random.default_rng(3).integers(0, 3, (2, 3, 8, 6)).astype(np.float32)
     with dask.config.set(scheduler="synchronous"):
-        got = sad.local_maxima(da.from_array(field, chunks=(2, 1, 8, 1)), 0).compute()
-    np.testing.assert_array_equal(got, ops.local_maxima(field, 0))
+        got = sad.local_maxima(da.from_array(field, chunks=chunks), 3).compute()
+    np.testing.assert_array_equal(got, ops.local_maxima(field, 3))

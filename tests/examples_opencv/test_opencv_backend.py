@@ -121,7 +121,10 @@ def test_read_only_non_contiguous_input_is_left_alone() -> None:
 @given(data=st.data())
 def test_any_window_up_to_the_largest_the_core_passes(data: st.DataObject) -> None:
     """Every window from 3 up to 2 * max(h, w) - 1 (where the core caps it), long thin fields
-    included, finite values and infinities: bit-identical to the plain reference."""
+    included, finite values and infinities: the dilation is bit-identical to the plain reference,
+    and the backend serves it, or declines it (too many taps) to a backend that answers exactly."""
+    from spacr_accel_opencv import _plugin
+
     shape = data.draw(st.tuples(st.integers(1, 40), st.integers(1, 40)) | st.tuples(st.just(1), st.integers(2, 300)))
     elements = st.floats(-(2.0**100), 2.0**100, width=32) | st.sampled_from([np.inf, -np.inf, 0.0, -0.0])
     field = data.draw(hnp.arrays(np.float32, shape, elements=elements))
@@ -129,8 +132,15 @@ def test_any_window_up_to_the_largest_the_core_passes(data: st.DataObject) -> No
     if largest < 3:
         return
     size = data.draw(st.integers(3, largest))
-    got = ops.maximum_filter(field, size, backend="opencv")
-    assert_same_field(got, reference_maximum_filter(field, size))
+    want = reference_maximum_filter(field, size)
+    assert_same_field(_plugin.dilate(field, size | 1) + np.float32(0), want)  # the core makes it odd
+    try:
+        got = ops.maximum_filter(field, size, backend="opencv")
+    except BackendDeclined:
+        got = ops.maximum_filter(field, size)
+        dispatch = last_dispatch()
+        assert dispatch is not None and dispatch.backend != "opencv", dispatch
+    assert_same_field(got, want)
 
 
 @pytest.mark.parametrize("size", [3, 5, 63, 255, 257, 511, 1001, 1399])
@@ -138,7 +148,34 @@ def test_large_fields_and_windows_match_scipy(size: int) -> None:
     """Sizes OpenCV might special-case (tiny, powers of two either side, past the field), on a
     field too large for the brute-force reference: scipy on NaN-free input IS the contract, up to
     the sign of zero (``+0.0`` below)."""
+    from spacr_accel_opencv import _plugin
+
     field = np.random.default_rng(size).standard_normal((600, 700)).astype(np.float32)
-    got = ops.maximum_filter(field, size, backend="opencv")
+    got = _plugin.dilate(field, size | 1) + np.float32(0)  # the core makes it odd
     expected = scipy.ndimage.maximum_filter(field, size, mode="nearest") + np.float32(0)
     assert_same_field(got, expected)
+
+
+@pytest.mark.parametrize(("shape", "size"), [((2, 70_000), 99_999), ((64, 4096), 1001), ((2, 70_000), 201),
+                                             ((512, 512), 301), ((8, 20_000), 5001)])
+def test_wide_windows_are_declined_to_a_faster_backend(fresh: None, shape: tuple[int, int], size: int) -> None:
+    """cv2.dilate compares every tap of the window (0.43 s for a 2 x 70,000 field with size 99,999,
+    against 2 ms on the floor): such windows go to the next backend, which answers exactly."""
+    field = np.random.default_rng(size).standard_normal(shape).astype(np.float32)
+    with pytest.raises(BackendDeclined, match="taps"):
+        ops.maximum_filter(field, size, backend="opencv")
+    got = ops.maximum_filter(field, size)
+    dispatch = last_dispatch()
+    assert dispatch is not None and dispatch.backend == "numpy", dispatch
+    assert dict(dispatch.declined)["opencv"].startswith("BackendDeclined")
+    assert_same_field(got, scipy.ndimage.maximum_filter(field, size, mode="nearest") + np.float32(0))
+
+
+@pytest.mark.parametrize(("shape", "size"), [((2, 70_000), 93), ((4096, 64), 45), ((300, 200), 47)])
+def test_windows_within_the_budget_are_served(fresh: None, shape: tuple[int, int], size: int) -> None:
+    """Up to 96 taps (rows plus columns, each capped by its axis) the dilation is served here."""
+    field = np.random.default_rng(size).standard_normal(shape).astype(np.float32)
+    got = ops.maximum_filter(field, size)
+    dispatch = last_dispatch()
+    assert dispatch is not None and dispatch.backend == "opencv", dispatch
+    assert_same_field(got, scipy.ndimage.maximum_filter(field, size, mode="nearest") + np.float32(0))

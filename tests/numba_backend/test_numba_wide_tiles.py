@@ -105,3 +105,16 @@ def test_ties_in_different_tiles_go_to_the_lowest_index_and_overflow_searches_ag
     assert index[0] == min(40, 1100, 1700, 2400)
     assert index[1] == min(3, *copies)
     assert [rows.tolist() for rows in again] == [[1]]  # only the row with too many ties
+
+
+@pytest.mark.parametrize("position", [0, 127, 128, 255, 256 + 200, 1023, 1024 + 70, 1099])
+def test_the_nearest_anywhere_in_a_chunk_is_found(position: int) -> None:
+    # A row's minimum is taken chunk by chunk, each full chunk as two halves side by side, the last
+    # partial chunk of a tile in one: the nearest target in either half, at a chunk's edges or in
+    # the partial chunk of the second tile (1,100 targets in tiles of 1,024) is found all the same.
+    rng = np.random.default_rng(position)
+    target = rng.uniform(10.0, 20.0, (1100, _wide.WIDE)).astype(np.float32)
+    source = np.zeros((3, _wide.WIDE), dtype=np.float32)
+    target[position] = 0.5
+    _with_tiles(3, 1024, _wide.HELD, lambda: _matches_reference(source, target))
+    assert ops.nearest_neighbours(source, target, backend="numba")[0].tolist() == [position] * 3

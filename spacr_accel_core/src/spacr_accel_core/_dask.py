@@ -482,10 +482,11 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = Tr
     # row-major order with no global sort. Only the rows exchange a halo.
     array = _sole_chunk(array, array.ndim - 1)
     axis, height = array.ndim - 2, array.shape[-2]
-    if len(array.chunks[axis]) > 1 and array.ndim > 2:  # rows split: one field per block, so order holds
-        array = array.rechunk(dict.fromkeys(range(axis), 1))
-    split = [i for i in range(axis) if len(array.chunks[i]) > 1]
-    if split:  # block order is row-major only if the leading axes before the last split one go one by one
+    split = [i for i in range(axis + 1) if len(array.chunks[i]) > 1]
+    if split and split[-1] > 0:
+        # Block order is row-major only when every axis before the last split one is chunked by 1:
+        # a block holding fields 0 and 1 of axis 0, split along axis 1, would list field (1, 0)
+        # before field (0, 1). Rows split: one field per block.
         array = array.rechunk(dict.fromkeys(range(split[-1]), 1))
     halo = 0 if len(array.chunks[axis]) == 1 else (min(max(window, 1), 2 * height - 1) - 1) // 2
     if halo:  # as dask's overlap would rechunk, but here, so the origins below are the blocks'

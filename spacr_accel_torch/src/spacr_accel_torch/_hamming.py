@@ -1,17 +1,19 @@
 """Exact Hamming nearest neighbours of packed binary descriptors (ORB's 32 bytes) in torch.
 
 WHY A MATRIX PRODUCT. torch has no population count, and counting bits elementwise (an XOR, then a
-table or shifts and masks) is a dozen passes over every pair. The bits unpacked to 0/1 make the
-count a dot product: ``hamming(a, b) = |a| + |b| - 2 a.b``, so ranking the targets of a source by
-``2 a.b - |b|`` (larger is nearer) is ONE matrix product of ``[2 a, -1]`` by ``[b, |b|]``, the
-operation every card (and a CPU with bfloat16 units) runs fastest.
+table or shifts and masks) is a dozen passes over every pair. The bits unpacked to signs
+(``2 bit - 1``: ``+1`` or ``-1``) make the count a dot product: over ``K`` bits
+``a.b = K - 2 hamming(a, b)``, so ranking the targets of a source (larger is nearer) is ONE matrix
+product of the source signs by the target signs, the operation every card (and a CPU with bfloat16
+units) runs fastest. ``K`` is exactly the piece's bits (256 for 32 bytes), a width the CPU's
+bfloat16 tiles (AMX) take whole; a column more (``K = 257``) measured twice as slow there.
 
-WHY IT IS EXACT. Every input (0, 1, 2, -1, and ``|b| <= 8 B``) is an integer the half-precision
-type holds, and so is every value of ``2 a.b - |b|``, which lies in ``[-8 B, 8 B]``: bfloat16 holds
-every integer up to 256 and float16 up to 2048, so the bytes are cut into pieces of 32 (bfloat16)
-or 256 (float16) bytes, each piece one exact product, summed in float32 where there are several.
-The products accumulate in float32 (cuBLAS, oneDNN); even a device that reduces in half precision
-stays exact, as every partial sum is an integer below those bounds.
+WHY IT IS EXACT. Every input (``+1``, ``-1``) is an integer the half-precision type holds, and so
+is every partial sum and the product, which lies in ``[-K, K]``: bfloat16 holds every integer up to
+256 and float16 up to 2048, so the bytes are cut into pieces of 32 (bfloat16) or 256 (float16)
+bytes, each piece one exact product, summed in float32 where there are several (at most ``8 B``,
+far below ``2**24``). The products accumulate in float32 (cuBLAS, oneDNN); even a device that
+reduces in half precision stays exact, as every partial sum is an integer within those bounds.
 
 TIES TO THE LOWEST INDEX. ``topk`` does not say which of equal values it returns, so it is asked
 for :data:`SLACK` more than ``k``: where the last of those is strictly below the ``k``-th, every
@@ -34,11 +36,13 @@ from ._runtime import Device, budget, tensor, tiled
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["SLACK", "hamming"]
+__all__ = ["GROUPS", "SLACK", "hamming"]
 
 SLACK = 8
 """Targets asked of ``topk`` beyond ``k``: ties at the ``k``-th place up to this many are settled
 from ``topk``'s own answer."""
+GROUPS = 16
+"""Column groups of the CPU's ranking (:func:`_ranked_by_groups`): ``topk`` over a sixteenth."""
 _FLOOR_ROWS = 16
 
 
@@ -52,35 +56,56 @@ def _plan(device: Device) -> tuple[torch.dtype, int]:
     return torch.float16, 256
 
 
-def _operands(bits: torch.Tensor, piece: int, dtype: torch.dtype, left: bool) -> list[torch.Tensor]:
-    """Per piece of ``piece`` bytes: ``[2 a, -1]`` (``left``) or ``[b, |b|]`` transposed, in ``dtype``."""
+def _operands(bits: torch.Tensor, piece: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    """Per piece of ``piece`` bytes: the ``(rows, 8 x bytes)`` signs ``2 bit - 1`` in ``dtype``,
+    each byte's eight signs read from a 256-row table (one gather, not eight shifts)."""
     import torch
 
-    shifts = torch.arange(8, dtype=torch.uint8, device=bits.device)
+    shifts = torch.arange(8, dtype=torch.int64, device=bits.device)
+    table = (((torch.arange(256, device=bits.device)[:, None] >> shifts) & 1) * 2 - 1).to(dtype)
     out = []
     for start in range(0, bits.shape[1], piece):
         part = bits[:, start:start + piece]
-        unpacked = ((part[:, :, None] >> shifts) & 1).reshape(part.shape[0], -1)
-        if left:
-            extra = torch.full((part.shape[0], 1), -1, dtype=dtype, device=bits.device)
-            out.append(torch.cat([unpacked.to(dtype) * 2, extra], dim=1))
-        else:
-            count = unpacked.sum(1, dtype=torch.int32)[:, None]
-            out.append(torch.cat([unpacked.to(dtype), count.to(dtype)], dim=1).t().contiguous())
+        out.append(table.index_select(0, part.reshape(-1).to(torch.int64)).view(part.shape[0], -1))
     return out
 
 
 def _scores(left: list[torch.Tensor], right: list[torch.Tensor], start: int, stop: int) -> torch.Tensor:
-    """``2 a.b - |b|`` for sources ``start:stop`` against every target (exact integers)."""
+    """``8 B - 2 hamming`` for sources ``start:stop`` against every target (exact integers); the
+    targets' signs are row-major, multiplied as their transpose (a view, no copy)."""
     import torch
 
-    total = left[0][start:stop] @ right[0]
+    total = left[0][start:stop] @ right[0].t()
     if len(left) == 1:
         return total
     total = total.to(torch.float32)
     for lhs, rhs in zip(left[1:], right[1:], strict=True):
-        total += (lhs[start:stop] @ rhs).to(torch.float32)
+        total += (lhs[start:stop] @ rhs.t()).to(torch.float32)
     return total
+
+
+def _keys(values: torch.Tensor, columns: torch.Tensor, m: int) -> torch.Tensor:
+    """Descending score, then ascending index: one unique int64 key per entry, smaller first."""
+    import torch
+
+    return (values.to(torch.int64).neg() + (1 << 20)) * m + columns
+
+
+def _settle_crowded(scores: torch.Tensor, key: torch.Tensor, crowded: torch.Tensor, have: int) -> None:
+    """Rows whose ties may reach beyond their candidates: their first ``have`` keys over every
+    target, written into ``key`` (padded with the largest key)."""
+    import torch
+
+    if not bool(crowded.any()):
+        return
+    m = scores.shape[1]
+    rows_left = torch.nonzero(crowded, as_tuple=True)[0]
+    full = _keys(scores[rows_left], torch.arange(m, device=scores.device), m)
+    best = torch.topk(full, have, dim=1, largest=False, sorted=True).values
+    padded = torch.full((rows_left.shape[0], key.shape[1]), torch.iinfo(torch.int64).max,
+                        dtype=torch.int64, device=scores.device)
+    padded[:, :have] = best
+    key[rows_left] = padded
 
 
 def _ranked(scores: torch.Tensor, have: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,21 +115,48 @@ def _ranked(scores: torch.Tensor, have: int) -> tuple[torch.Tensor, torch.Tensor
     m = scores.shape[1]
     ask = min(m, have + SLACK)
     values, columns = torch.topk(scores, ask, dim=1, largest=True, sorted=True)
-    values = values.to(torch.int64)
-    # Descending score, then ascending index: one unique key per entry, sorted ascending.
-    key = (values.neg() + (1 << 20)) * m + columns
+    key = _keys(values, columns, m)
     if ask < m:
-        crowded = values[:, -1] == values[:, have - 1]
-        if bool(crowded.any()):
-            rows_left = torch.nonzero(crowded, as_tuple=True)[0]
-            full = (scores[rows_left].to(torch.int64).neg() + (1 << 20)) * m
-            full += torch.arange(m, device=scores.device)
-            best = torch.topk(full, have, dim=1, largest=False, sorted=True).values
-            padded = torch.full((rows_left.shape[0], ask), torch.iinfo(torch.int64).max,
-                                dtype=torch.int64, device=scores.device)
-            padded[:, :have] = best
-            key[rows_left] = padded
+        _settle_crowded(scores, key, values[:, -1] == values[:, have - 1], have)
     key = torch.sort(key, dim=1).values[:, :have]
+    return key % m, (1 << 20) - key // m
+
+
+def _ranked_by_groups(scores: torch.Tensor, have: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_ranked` for the CPU, where ``topk`` over whole rows costs more than the product.
+
+    The columns are cut into :data:`GROUPS` interleaved groups (column ``g w + j`` in group ``j``);
+    the maximum of each group is an elementwise maximum of contiguous slices, and ``topk`` runs
+    over those ``w`` maxima only. The entries of the ``have + SLACK`` best groups (and the columns
+    beyond ``GROUPS w``) are ranked exactly; every unchosen group's maximum is at most the last
+    chosen one's, ``bound``, so a row whose ``have``-th best is above ``bound`` is settled, and a
+    row with it equal (ties may hide in an unchosen group) is ranked over all its targets.
+
+    The maxima are taken over the scores' bits read as signed integers (no conversion pass; the
+    CPU reduces int16 several times faster than bfloat16): that keeps the order of every score
+    ``>= 0`` and puts every negative score below them, so the groups are exact wherever ``bound``
+    is ``>= 0``; a row whose ``bound`` is negative (its ``have + SLACK`` best groups are more than
+    half the bits away) is ranked over all its targets.
+    """
+    import torch
+
+    rows, m = scores.shape
+    w = m // GROUPS
+    ask = have + SLACK
+    if w < 2 * ask:
+        return _ranked(scores, have)
+    bits = scores.view(torch.int16 if scores.element_size() == 2 else torch.int32)
+    maxima = bits[:, :GROUPS * w].view(rows, GROUPS, w).amax(1)
+    top, groups = torch.topk(maxima, ask, dim=1, largest=True, sorted=True)
+    bound = top[:, -1].view(scores.dtype).to(torch.int64)
+    spread = torch.arange(GROUPS, device=scores.device) * w
+    columns = (groups[:, :, None] + spread).reshape(rows, -1)
+    if GROUPS * w < m:
+        beyond = torch.arange(GROUPS * w, m, device=scores.device)
+        columns = torch.cat([columns, beyond.expand(rows, -1)], dim=1)
+    key = torch.topk(_keys(scores.gather(1, columns), columns, m), have, dim=1, largest=False).values
+    kth = (1 << 20) - key[:, -1] // m
+    _settle_crowded(scores, key, (kth <= bound) | (bound < 0), have)
     return key % m, (1 << 20) - key // m
 
 
@@ -129,8 +181,7 @@ def hamming(source: np.ndarray, target: np.ndarray, chunk: int, k: int, max_dist
     dtype, piece = _plan(device)
     where = device.torch
     s_bits, t_bits = tensor(source, where), tensor(target, where)
-    left, right = _operands(s_bits, piece, dtype, True), _operands(t_bits, piece, dtype, False)
-    s_count = _operands_count(s_bits)
+    left, right = _operands(s_bits, piece, dtype), _operands(t_bits, piece, dtype)
     have = min(k, m)
     index = np.full((n, k), -1, dtype=np.int64)
     found = np.full((n, k), np.inf, dtype=np.float32)
@@ -138,9 +189,11 @@ def hamming(source: np.ndarray, target: np.ndarray, chunk: int, k: int, max_dist
     per_row = m * (4 + 8 + 2) + 64 * (have + SLACK)
     rows = max(1, min(chunk, budget(device) // per_row))
 
+    rank = _ranked_by_groups if device.is_cpu else _ranked
+
     def step(start: int, stop: int) -> None:
-        columns, score = _ranked(_scores(left, right, start, stop), have)
-        count = s_count[start:stop, None] - score
+        columns, score = rank(_scores(left, right, start, stop), have)
+        count = (8 * width - score) // 2  # the product is 8 B - 2 hamming: always even
         if limit is not None:
             far = count > limit  # integer counts: ``count > max_distance`` is ``count > floor(max_distance)``
             columns = columns.masked_fill(far, -1)
@@ -152,10 +205,3 @@ def hamming(source: np.ndarray, target: np.ndarray, chunk: int, k: int, max_dist
     tiled(n, rows, min(rows, _FLOOR_ROWS), step, device, "nearest_neighbours")
     return index, found
 
-
-def _operands_count(bits: torch.Tensor) -> torch.Tensor:
-    """Bits set in each row (int64), counted once."""
-    import torch
-
-    shifts = torch.arange(8, dtype=torch.uint8, device=bits.device)
-    return ((bits[:, :, None] >> shifts) & 1).sum(dim=(1, 2), dtype=torch.int64)
