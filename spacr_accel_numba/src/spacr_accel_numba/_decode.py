@@ -41,15 +41,19 @@ def window_maxima(compiled: ModuleType, stack: np.ndarray, points: np.ndarray, s
     if source.flags.writeable:  # one compiled variant: the read-only views the core passes
         source = source.view()
         source.flags.writeable = False
-    rows = np.ascontiguousarray(points, dtype=np.int64)
-    rows.flags.writeable = False
-    out = np.empty((rows.shape[0], count), dtype=np.float32)
+    rows = np.asarray(points, dtype=np.int64)
+    flat = rows[:, 0] * width + rows[:, 1]
+    order = np.arange(flat.size) if bool(np.all(flat[1:] >= flat[:-1])) else np.argsort(flat, kind="stable")
     down, across = min(size // 2, height - 1), min(size // 2, width - 1)
+    ys, xs = rows[order, 0], rows[order, 1]
+    top, left = np.maximum(ys - down, 0), np.maximum(xs - across, 0)
+    high = np.minimum(ys + down, height - 1) - top + 1
+    wide = np.minimum(xs + across, width - 1) - left + 1
+    out = np.empty((count, rows.shape[0]), dtype=np.float32)  # a field's values side by side
     threads = 1 if rows.shape[0] * count < 4096 else min(count, cpu_threads())
-    order = np.argsort(rows[:, 0] * width + rows[:, 1], kind="stable")
-    run_parts(compiled.gather_fields, [(source, rows, order, down, across, first, threads, out)
+    run_parts(compiled.gather_fields, [(source, top, left, high, wide, order, first, threads, out)
                                        for first in range(threads)])
-    return out
+    return np.ascontiguousarray(out.T)
 
 
 def _bands(rows: int, threads: int) -> list[tuple[int, int]]:
