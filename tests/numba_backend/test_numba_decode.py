@@ -56,3 +56,17 @@ def test_the_gather_in_any_point_order_matches_the_reference(compiled: object, a
         for size in (1, 3, 7):
             got = _decode.window_maxima(compiled, stack, points, size)  # type: ignore[arg-type]
             assert got.tobytes() == reference.window_maxima(stack, points, size).tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_surface_peak_is_the_first_maximum_and_the_mean_is_numpys(compiled: object, threads: int) -> None:
+    # Row maxima then the row's first maximum: ties within a row and across rows go to the first, row-major.
+    rng = np.random.default_rng(12)
+    surface = rng.random((37, 29)) - 0.5
+    for spots in ([(20, 3)], [(20, 3), (20, 1)], [(30, 0), (5, 28), (5, 27)]):
+        tied = surface.copy()
+        for spot in spots:
+            tied[spot] = 2.0
+        peak, ratio = _decode._peak(compiled, tied, threads)  # type: ignore[arg-type]
+        assert peak == int(np.argmax(tied))
+        assert abs(ratio - 2.0 / float(np.abs(tied).mean())) <= 1e-12 * ratio

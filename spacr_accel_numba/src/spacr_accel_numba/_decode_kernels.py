@@ -75,18 +75,38 @@ def gather_fields(stack, top, left, high, wide, order, first, step, out):
 def normalise_rows(first, second, start, stop):
     """Rows ``start:stop`` of ``second`` become the normalised cross-power spectrum ``A conj(B) / |.|``
     of ``first`` (A) and ``second`` (B), 0 where the product is 0; the zero frequency is set to 0 by
-    the driver. ``first`` is only read (it may serve the next pair)."""
+    the driver. ``first`` is only read (it may serve the next pair). The magnitude's reciprocal is one
+    square root and one division (an ulp from spaCR's two divisions); a square that could have under-
+    or overflowed takes ``hypot`` instead."""
     columns = first.shape[1]
     for row in range(start, stop):
         for column in range(columns):
             a, b = first[row, column], second[row, column]
             real = a.real * b.real + a.imag * b.imag
             imag = a.imag * b.real - a.real * b.imag
-            magnitude = math.sqrt(real * real + imag * imag)
-            if magnitude in (0.0, math.inf):  # squares that under- or overflowed
-                magnitude = math.hypot(real, imag)
-            if magnitude > 0:
-                scale = 1.0 / magnitude  # one division, not two (the ratio moves by an ulp at most)
-                second[row, column] = complex(real * scale, imag * scale)
+            square = real * real + imag * imag
+            if 1e-290 < square < 1e290:
+                scale = 1.0 / math.sqrt(square)
             else:
-                second[row, column] = 0j
+                magnitude = math.hypot(real, imag)
+                scale = 1.0 / magnitude if magnitude > 0 else 0.0
+            second[row, column] = complex(real * scale, imag * scale)
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def row_statistics(surface, start, stop, maxima, sums):
+    """``maxima[r]`` and ``sums[r]``: row ``r``'s maximum and sum of absolute values, rows
+    ``start:stop``, in one vectorised pass over a finite surface (``fastmath`` lets both reductions
+    run in SIMD lanes: the maximum is exact in any order, the sum moves by rounding only). The
+    driver finds the first maximum as the first row holding the largest row maximum, then that
+    row's first maximum: the flat ``argmax``."""
+    columns = surface.shape[1]
+    for row in range(start, stop):
+        best = surface[row, 0]
+        total = 0.0
+        for column in range(columns):
+            value = surface[row, column]
+            best = max(best, value)
+            total += abs(value)
+        maxima[row] = best
+        sums[row] = total
