@@ -31,7 +31,8 @@ def _prefetch(typingctx, array, row, column):
         byte = ir.IntType(8).as_pointer()
         word = ir.IntType(32)
         hint = ir.FunctionType(ir.VoidType(), [byte, word, word, word])
-        function = cgutils.get_or_insert_function(builder.module, hint, "llvm.prefetch.p0i8")
+        # The overload's name comes from the pointer type (``p0i8``, or ``p0`` under opaque pointers).
+        function = builder.module.declare_intrinsic("llvm.prefetch", [byte], hint)
         builder.call(function, [builder.bitcast(pointer, byte), ir.Constant(word, 0), ir.Constant(word, 3),
                                 ir.Constant(word, 1)])
         return context.get_dummy_value()
