@@ -73,8 +73,10 @@ have 4 reference fields): a field equal to a held one (compared in a millisecond
 
 
 def _one(compiled: ModuleType, first: np.ndarray, second: np.ndarray, threads: int,
-         held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, float]:
-    """One pair's peak and ratio, its passes split by rows between ``threads``."""
+         held: list[tuple[np.ndarray, np.ndarray]], later: bool) -> tuple[int, float]:
+    """One pair's peak and ratio, its passes split by rows between ``threads``; ``later``: pairs
+    follow that may reuse a held spectrum (then it is copied out of the two fields' buffer, so a held
+    spectrum keeps 17 MB alive and not 35)."""
     from scipy import fft
 
     reference = next((spectrum for known, spectrum in held  # the first row rejects a different field at once
@@ -83,7 +85,7 @@ def _one(compiled: ModuleType, first: np.ndarray, second: np.ndarray, threads: i
         fields = np.empty((2, *first.shape), dtype=np.float64)
         fields[0], fields[1] = first, second
         spectra = fft.rfft2(fields, workers=threads)
-        reference, product = spectra[0], spectra[1]
+        reference, product = (spectra[0].copy() if later else spectra[0]), spectra[1]
         held[:] = [(first, reference), *held[:_HELD - 1]]
     else:
         product = fft.rfft2(second.astype(np.float64, copy=False), workers=threads)
@@ -110,7 +112,8 @@ def _pairs(compiled: ModuleType, first: np.ndarray, second: np.ndarray, peaks: n
            numbers: range, threads: int) -> None:
     held: list[tuple[np.ndarray, np.ndarray]] = []
     for number in numbers:
-        peaks[number], ratios[number] = _one(compiled, first[number], second[number], threads, held)
+        later = number + numbers.step < numbers.stop
+        peaks[number], ratios[number] = _one(compiled, first[number], second[number], threads, held, later)
 
 
 def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
