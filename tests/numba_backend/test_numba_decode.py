@@ -37,3 +37,36 @@ def test_the_gather_of_many_points_matches_the_reference(compiled: object) -> No
     points = np.stack([rng.integers(0, 50, 5000), rng.integers(0, 40, 5000)], axis=1)
     got = _decode.window_maxima(compiled, stack, points, 5)  # type: ignore[arg-type]
     assert got.tobytes() == reference.window_maxima(stack, points, 5).tobytes()
+
+
+@pytest.mark.parametrize("arrangement", ["sorted", "reversed", "repeated"])
+def test_the_gather_in_any_point_order_matches_the_reference(compiled: object, arrangement: str) -> None:
+    # Row-major points skip the sort, others are sorted for the walk; both answer in the caller's order,
+    # with NaN windows, the edges and the prefetch distance's tail (fewer points than it) covered.
+    rng = np.random.default_rng(11)
+    stack = rng.random((5, 33, 27)).astype(np.float32)
+    stack[1, 0, 0] = stack[4, 32, 26] = stack[2, 16, 13] = np.nan
+    for count in (3, 700):
+        points = np.stack([rng.integers(0, 33, count), rng.integers(0, 27, count)], axis=1)
+        points = points[np.lexsort((points[:, 1], points[:, 0]))]
+        if arrangement == "reversed":
+            points = points[::-1]
+        elif arrangement == "repeated":
+            points = np.concatenate([points, points[:1], [[0, 0], [32, 26]]])
+        for size in (1, 3, 7):
+            got = _decode.window_maxima(compiled, stack, points, size)  # type: ignore[arg-type]
+            assert got.tobytes() == reference.window_maxima(stack, points, size).tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_surface_peak_is_the_first_maximum_and_the_mean_is_numpys(compiled: object, threads: int) -> None:
+    # Row maxima then the row's first maximum: ties within a row and across rows go to the first, row-major.
+    rng = np.random.default_rng(12)
+    surface = rng.random((37, 29)) - 0.5
+    for spots in ([(20, 3)], [(20, 3), (20, 1)], [(30, 0), (5, 28), (5, 27)]):
+        tied = surface.copy()
+        for spot in spots:
+            tied[spot] = 2.0
+        peak, ratio = _decode._peak(compiled, tied, threads)  # type: ignore[arg-type]
+        assert peak == int(np.argmax(tied))
+        assert abs(ratio - 2.0 / float(np.abs(tied).mean())) <= 1e-12 * ratio

@@ -2,14 +2,20 @@
 between the transforms are compiled.
 
 WINDOW MAXIMA. Each point's window is read straight from every field (no index arrays, no
-gathered copies): 440,000 windows of 3 x 3 over 44 fields of 1480 x 1480 are a few milliseconds,
-the fields shared between the threads.
+gathered copies), the windows clipped once and walked in row-major order field by field (a
+field's rows stay in cache while its windows are read), the fields shared between the threads.
+The walk is bound by memory latency, not arithmetic: the rows of the window 16 ahead are
+prefetched, which measured on 10,000 points in 44 fields of 1480 x 1480 took one thread's gather
+from 42 ms to 18 ms. Points in any order are answered in that order (sorted first when they are
+not row-major already, as ``local_maxima``'s are).
 
-PHASE CORRELATION. The transforms are SciPy's (pocketfft in float64, as the NumPy floor's); the
-normalisation of the cross-power spectrum (a product, a magnitude and a division per frequency)
-is one compiled pass instead of four array passes, split between the threads by rows; the
-surface's first maximum and absolute mean are NumPy's SIMD reductions. A reference field shared
-by several pairs (every cycle registered to one reference cycle) is transformed once.
+PHASE CORRELATION. The transforms are SciPy's (pocketfft in float64, as the NumPy floor's), both
+fields of a pair cast into one float64 buffer and transformed in one call; the normalisation of
+the cross-power spectrum (a product, a magnitude and a division per frequency) is one compiled
+pass instead of four array passes, split between the threads by rows; the surface's first
+maximum and absolute mean come from one vectorised compiled pass of row maxima and row sums.
+A reference field shared by several pairs (every cycle registered to one reference cycle) is
+transformed once.
 """
 
 from __future__ import annotations
@@ -41,15 +47,19 @@ def window_maxima(compiled: ModuleType, stack: np.ndarray, points: np.ndarray, s
     if source.flags.writeable:  # one compiled variant: the read-only views the core passes
         source = source.view()
         source.flags.writeable = False
-    rows = np.ascontiguousarray(points, dtype=np.int64)
-    rows.flags.writeable = False
-    out = np.empty((rows.shape[0], count), dtype=np.float32)
+    rows = np.asarray(points, dtype=np.int64)
+    flat = rows[:, 0] * width + rows[:, 1]
+    order = np.arange(flat.size) if bool(np.all(flat[1:] >= flat[:-1])) else np.argsort(flat, kind="stable")
     down, across = min(size // 2, height - 1), min(size // 2, width - 1)
+    ys, xs = rows[order, 0], rows[order, 1]
+    top, left = np.maximum(ys - down, 0), np.maximum(xs - across, 0)
+    high = np.minimum(ys + down, height - 1) - top + 1
+    wide = np.minimum(xs + across, width - 1) - left + 1
+    out = np.empty((count, rows.shape[0]), dtype=np.float32)  # a field's values side by side
     threads = 1 if rows.shape[0] * count < 4096 else min(count, cpu_threads())
-    order = np.argsort(rows[:, 0] * width + rows[:, 1], kind="stable")
-    run_parts(compiled.gather_fields, [(source, rows, order, down, across, first, threads, out)
+    run_parts(compiled.gather_fields, [(source, top, left, high, wide, order, first, threads, out)
                                        for first in range(threads)])
-    return out
+    return np.ascontiguousarray(out.T)
 
 
 def _bands(rows: int, threads: int) -> list[tuple[int, int]]:
@@ -63,29 +73,38 @@ have 4 reference fields): a field equal to a held one (compared in a millisecond
 
 
 def _one(compiled: ModuleType, first: np.ndarray, second: np.ndarray, threads: int,
-         held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, float]:
-    """One pair's peak and ratio, its passes split by rows between ``threads``."""
+         held: list[tuple[np.ndarray, np.ndarray]], later: bool) -> tuple[int, float]:
+    """One pair's peak and ratio, its passes split by rows between ``threads``; ``later``: pairs
+    follow that may reuse a held spectrum (then it is copied out of the two fields' buffer, so a held
+    spectrum keeps 17 MB alive and not 35)."""
     from scipy import fft
 
     reference = next((spectrum for known, spectrum in held  # the first row rejects a different field at once
                       if np.array_equal(known[0], first[0]) and np.array_equal(known, first)), None)
-    if reference is None:
-        reference = fft.rfft2(first.astype(np.float64, copy=False), workers=threads)
+    if reference is None:  # both fields cast into one buffer and transformed in one call
+        fields = np.empty((2, *first.shape), dtype=np.float64)
+        fields[0], fields[1] = first, second
+        spectra = fft.rfft2(fields, workers=threads)
+        reference, product = (spectra[0].copy() if later else spectra[0]), spectra[1]
         held[:] = [(first, reference), *held[:_HELD - 1]]
-    product = fft.rfft2(second.astype(np.float64, copy=False), workers=threads)
-    if threads == 1:
-        compiled.normalise_rows(reference, product, 0, product.shape[0])
     else:
-        run_parts(compiled.normalise_rows, [(reference, product, start, stop)
-                                            for start, stop in _bands(product.shape[0], threads)])
+        product = fft.rfft2(second.astype(np.float64, copy=False), workers=threads)
+    bands = _bands(product.shape[0], threads)
+    run_parts(compiled.normalise_rows, [(reference, product, start, stop) for start, stop in bands])
     product[0, 0] = 0
-    return _peak(fft.irfft2(product, s=first.shape, workers=threads))
+    return _peak(compiled, fft.irfft2(product, s=first.shape, workers=threads, overwrite_x=True), threads)
 
 
-def _peak(surface: np.ndarray) -> tuple[int, float]:
-    """NumPy's SIMD argmax and absolute mean (a compiled loop with a branch per pixel is slower)."""
-    peak = int(np.argmax(surface))
-    mean = float(np.abs(surface).mean())
+def _peak(compiled: ModuleType, surface: np.ndarray, threads: int) -> tuple[int, float]:
+    """The first maximum's flat index and its ratio to the mean absolute surface, from one compiled
+    pass of row maxima and row sums (NumPy's argmax and ``abs().mean()`` are three passes)."""
+    height, width = surface.shape
+    maxima, sums = np.empty(height), np.empty(height)
+    run_parts(compiled.row_statistics, [(surface, start, stop, maxima, sums)
+                                        for start, stop in _bands(height, threads)])
+    row = int(np.argmax(maxima))
+    peak = row * width + int(np.argmax(surface[row]))
+    mean = float(sums.sum()) / surface.size
     return peak, (float(surface.flat[peak]) / mean if mean > 0 else 0.0)
 
 
@@ -93,7 +112,8 @@ def _pairs(compiled: ModuleType, first: np.ndarray, second: np.ndarray, peaks: n
            numbers: range, threads: int) -> None:
     held: list[tuple[np.ndarray, np.ndarray]] = []
     for number in numbers:
-        peaks[number], ratios[number] = _one(compiled, first[number], second[number], threads, held)
+        later = number + numbers.step < numbers.stop
+        peaks[number], ratios[number] = _one(compiled, first[number], second[number], threads, held, later)
 
 
 def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
