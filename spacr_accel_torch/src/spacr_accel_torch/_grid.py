@@ -84,9 +84,14 @@ class _Grid:
         if not self.usable:
             return
         ids = self.ids(self.cell_of(target))
-        self.order = torch.argsort(ids, stable=True)  # within a cell, ascending target index
-        self.planes = [target[:, axis].index_select(0, self.order) for axis in range(dims)]
-        self.starts = torch.searchsorted(ids[self.order], torch.arange(self.total + 1, dtype=torch.int64))
+        order = torch.argsort(ids, stable=True)  # within a cell, ascending target index
+        # One sentinel past the last target, at infinity along every coordinate: a padded slot reads
+        # it, so its distance is ``inf`` by the arithmetic itself (no mask pass over the distances).
+        self.order = torch.cat([order, order.new_zeros(1)])
+        self.planes = [torch.cat([target[:, axis].index_select(0, order), target.new_full((1,), math.inf)])
+                       for axis in range(dims)]
+        self.starts = torch.zeros(self.total + 1, dtype=torch.int64)  # targets in the cells before each
+        torch.cumsum(torch.bincount(ids, minlength=self.total), 0, out=self.starts[1:])
         self.most = int((self.starts[1:] - self.starts[:-1]).max())
 
     def cell_of(self, points: torch.Tensor) -> torch.Tensor:
@@ -111,9 +116,9 @@ class _Grid:
             row = head + torch.tensor(offset, dtype=torch.int64)
             inside = ((row >= 0) & (row < self.cells[:-1])).all(1)
             base = (torch.minimum(row.clamp(min=0), self.cells[:-1] - 1) * self.strides[:-1]).sum(1)
-            first = self.starts[base + lowest]
+            first = self.starts.index_select(0, base + lowest)
             firsts.append(torch.where(inside, first, 0))
-            lengths.append(torch.where(inside, self.starts[base + highest + 1] - first, 0))
+            lengths.append(torch.where(inside, self.starts.index_select(0, base + highest + 1) - first, 0))
         return torch.stack(firsts, 1), torch.stack(lengths, 1)
 
     def reach(self, points: torch.Tensor, cells: torch.Tensor, radius: int) -> torch.Tensor:
@@ -135,13 +140,15 @@ class _Grid:
 def _exact(rows: torch.Tensor, axes: list[torch.Tensor]) -> torch.Tensor:
     """The contract's squared distances (:func:`spacr_accel_core.exact.exact_squared`'s arithmetic:
     ``d0*d0``, then ``+= dk*dk`` in coordinate order, float64) of each row to its gathered points,
-    given one ``(n, w)`` tensor per coordinate (contiguous: every step one vectorised pass)."""
-    total = rows[:, :1] - axes[0]
-    total *= total
+    given one ``(n, w)`` tensor per coordinate (contiguous: every step one vectorised pass), which
+    it overwrites: ``(target - source)^2`` is ``(source - target)^2`` bit for bit (a negation is
+    exact), so no pass allocates."""
+    total = axes[0].sub_(rows[:, :1])
+    total.mul_(total)
     for axis in range(1, rows.shape[1]):
-        step = rows[:, axis:axis + 1] - axes[axis]
-        step *= step
-        total += step
+        step = axes[axis].sub_(rows[:, axis:axis + 1])
+        step.mul_(step)
+        total.add_(step)
     return total
 
 
@@ -202,14 +209,14 @@ def _pass(grid: _Grid, rows: torch.Tensor, cells: torch.Tensor, runs: tuple[torc
     n, count = first.shape
     span = max(-(-k // count), int(length.max()))
     slot = torch.arange(span, dtype=torch.int64)
-    position = (first[:, :, None] + slot).view(n, -1).clamp_(max=grid.order.shape[0] - 1)
-    beyond = (slot >= length[:, :, None]).view(n, -1)
+    sentinel = grid.order.shape[0] - 1  # a slot beyond its run reads the target at infinity
+    position = torch.where(slot < length[:, :, None], first[:, :, None] + slot, sentinel).view(n, -1)
     flat = position.view(-1)
-    axes = [plane.index_select(0, flat).view(position.shape) for plane in grid.planes]
-    exact = _exact(rows, axes).masked_fill_(beyond, math.inf)
+    exact = _exact(rows, [plane.index_select(0, flat).view(position.shape) for plane in grid.planes])
 
     def columns(where: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        return grid.order[(position if rows is None else position.index_select(0, rows)).gather(1, where)]
+        at = (position if rows is None else position.index_select(0, rows)).gather(1, where)
+        return grid.order.index_select(0, at.view(-1)).view(at.shape)
 
     chosen, distance, crowded = _first(exact, columns, k)
     bound = torch.clamp(distance[:, -1], max=limit)
