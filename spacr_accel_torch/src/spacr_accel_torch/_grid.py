@@ -52,8 +52,9 @@ FINE = 2
 """Cells are this many times narrower along the last coordinate, and a block reaches this many
 times as many of them along it (``2 FINE r + 1``): the same reach with a run of ``2.5 s`` where
 square cells read ``3 s``, so fewer candidates per settled row (measured about a third faster)."""
-_ELEMENTS = 1 << 19
-"""Candidate pairs per pass (about 30 MB of gathered points and distances)."""
+_ELEMENTS = 1 << 18
+"""Candidate pairs per pass (about 15 MB of gathered points and distances; measured a little
+faster than twice as many, whose passes spill further out of the caches)."""
 _SLACK = 1e-9
 SLACK = 8
 """Candidates asked of ``topk`` beyond ``k``: ties at the ``k``-th place up to this many are settled
@@ -199,10 +200,11 @@ def _nearest_of(exact: torch.Tensor, ask: int) -> tuple[torch.Tensor, torch.Tens
     return torch.topk(exact, min(exact.shape[1], ask), dim=1, largest=False, sorted=True)
 
 
-def _pass(grid: _Grid, rows: torch.Tensor, cells: torch.Tensor, runs: tuple[torch.Tensor, torch.Tensor],
-          radius: int, k: int, limit: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(found, squared, settled)`` of a few sources from the ``runs`` (first position, length)
-    of their block of cells of ``radius``, each run read as its pass's longest run of targets."""
+def _pass(grid: _Grid, rows: torch.Tensor, runs: tuple[torch.Tensor, torch.Tensor],
+          k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(found, squared, crowded)`` of a few sources from the ``runs`` (first position, length)
+    of their block of cells, each run read as its pass's longest run of targets (``crowded``: the
+    rows whose ties at the ``k``-th place may reach beyond the candidates)."""
     import torch
 
     first, length = runs
@@ -219,10 +221,7 @@ def _pass(grid: _Grid, rows: torch.Tensor, cells: torch.Tensor, runs: tuple[torc
         return grid.order.index_select(0, at.view(-1)).view(at.shape)
 
     chosen, distance, crowded = _first(exact, columns, k)
-    bound = torch.clamp(distance[:, -1], max=limit)
-    reach = grid.reach(rows, cells, radius)
-    settled = (reach > 0) & (bound < reach * reach) & ~crowded
-    return torch.where(torch.isinf(distance), -1, chosen), distance, settled
+    return torch.where(torch.isinf(distance), -1, chosen), distance, crowded
 
 
 def _in_blocks(grid: _Grid, points: torch.Tensor, cells: torch.Tensor, pending: torch.Tensor, radius: int,
@@ -236,16 +235,18 @@ def _in_blocks(grid: _Grid, points: torch.Tensor, cells: torch.Tensor, pending: 
     first, length = grid.runs(mine, radius)
     longest = length.amax(1)
     order = torch.argsort(longest * (grid.total + 1) + grid.ids(mine))
-    pending, first, length, longest = (part.index_select(0, order) for part in (pending, first, length, longest))
+    pending, first, length, longest, mine = (part.index_select(0, order)
+                                             for part in (pending, first, length, longest, mine))
+    rows = points.index_select(0, pending)
     total, start, answers = pending.shape[0], 0, []
     while start < total:
         widest = int(longest[min(total, start + chunk) - 1]) * first.shape[1]
         stop = min(total, start + max(1, min(chunk, _ELEMENTS // max(k, widest))))
-        rows = pending[start:stop]
-        answers.append(_pass(grid, points.index_select(0, rows), cells.index_select(0, rows),
-                             (first[start:stop], length[start:stop]), radius, k, limit))
+        answers.append(_pass(grid, rows[start:stop], (first[start:stop], length[start:stop]), k))
         start = stop
-    found, squared, settled = (torch.cat(part) for part in zip(*answers, strict=True))
+    found, squared, crowded = (torch.cat(part) for part in zip(*answers, strict=True))
+    reach = grid.reach(rows, mine, radius)  # once for the whole radius: a few vectorised passes
+    settled = (reach > 0) & (torch.clamp(squared[:, -1], max=limit) < reach * reach) & ~crowded
     for whole, part in zip(out, (found, squared, settled), strict=True):
         whole.index_copy_(0, pending, part)
     return pending[~settled]
