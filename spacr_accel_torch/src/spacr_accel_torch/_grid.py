@@ -29,6 +29,7 @@ search.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -129,12 +130,16 @@ class _Grid:
 
         across = torch.full((cells.shape[1],), radius, dtype=torch.int64)
         across[-1] = FINE * radius
-        lower = points - (self.low + (cells - across).to(points.dtype) * self.size)
-        upper = (self.low + (cells + across + 1).to(points.dtype) * self.size) - points
-        lower = torch.where(cells - across <= 0, math.inf, lower)
-        upper = torch.where(cells + across >= self.cells - 1, math.inf, upper)
-        nearest = torch.minimum(lower, upper).amin(1)
-        scale = points.abs().amax(1) + float(self.low.abs().max()) + float((self.size * self.cells).max())
+        below, above = cells - across, cells + across
+        lower = points - (self.low + below.to(points.dtype) * self.size)
+        upper = (self.low + (above + 1).to(points.dtype) * self.size) - points
+        lower.masked_fill_(below <= 0, math.inf)
+        upper.masked_fill_(above >= self.cells - 1, math.inf)
+        # Minima and maxima across the few coordinates pairwise: exact, and cheaper than a
+        # reduction along a dimension of two or three.
+        nearest = functools.reduce(torch.minimum, torch.minimum(lower, upper).unbind(1))
+        scale = functools.reduce(torch.maximum, points.abs().unbind(1)) + float(self.low.abs().max()) \
+            + float((self.size * self.cells).max())
         return nearest - _SLACK * scale
 
 
