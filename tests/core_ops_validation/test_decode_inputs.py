@@ -139,3 +139,22 @@ def test_the_unwrap_is_spacrs_nearest_representative(value: int, extent: int, ab
     # spaCR's rule: value + extent * round((about - value) / extent), Python's round (half to even).
     want = value + extent * round((about - value) / extent)
     assert int(nearest_representative(np.array([value]), extent, about)[0]) == want
+
+
+def test_a_broadcast_reference_is_judged_as_its_materialised_copy() -> None:
+    """Each distinct field of a broadcast reference is read once (a zero-stride axis), with the same
+    answer, variation and refusal as the materialised stack."""
+    rng = np.random.default_rng(11)
+    cycles = rng.random((3, 2, 24, 20))
+    cycles[1, 1] = 5.0  # a field without variation: never accepted
+    reference = np.broadcast_to(cycles[:1], cycles.shape)
+    for first in (reference, np.broadcast_to(cycles[:1, :1], cycles.shape)):
+        got = ops.phase_correlate(first, cycles, backend="numpy")
+        want = ops.phase_correlate(np.array(first), cycles, backend="numpy")
+        for field in ("dy", "dx", "peak_ratio", "accepted"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+        assert not got.accepted[1, 1]
+    broken = cycles[:1].copy()
+    broken[0, 1, 3, 4] = np.nan
+    with pytest.raises(ValueError, match="first holds NaN"):
+        ops.phase_correlate(np.broadcast_to(broken, cycles.shape), cycles)

@@ -530,6 +530,13 @@ def _registered(value: Any, name: str) -> np.ndarray:
     return array if array.dtype in (_F32, np.dtype(np.float64)) else array.astype(np.float64)
 
 
+def _distinct_fields(data: np.ndarray) -> np.ndarray:
+    """The fields of a stack that are not repeats: a leading axis with stride 0 (``np.broadcast_to``)
+    read at its first index only, as a length-1 axis that broadcasts back."""
+    lead = tuple(slice(0, 1) if data.strides[i] == 0 else slice(None) for i in range(data.ndim - 2))
+    return data[lead]
+
+
 def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
                     min_peak_ratio: Any = 3.0, gpu: Any = True, backend: str | None = None) -> Registration:
     """The translation that lands ``second`` on ``first``, by phase correlation: how cycles are registered.
@@ -565,17 +572,20 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
         a, b = a.astype(np.float64), b.astype(np.float64)
     shape = a.shape
     count = int(np.prod(shape[:-2], dtype=np.int64))
-    a3 = np.ascontiguousarray(a).reshape(count, *shape[-2:])
-    b3 = np.ascontiguousarray(b).reshape(count, *shape[-2:])
-    varies = np.ones(count, dtype=bool)
-    for name, data in (("first", a3), ("second", b3)):
+    varies: np.ndarray = np.ones(shape[:-2], dtype=bool)
+    for name, data in (("first", a), ("second", b)):
         if count == 0:
             break
-        # Two reductions answer both questions: NaN and inf reach the minimum or the maximum.
-        low, high = data.min(axis=(1, 2)), data.max(axis=(1, 2))
+        # Two reductions answer both questions: NaN and inf reach the minimum or the maximum. Read
+        # once per distinct field: a reference cycle broadcast against every cycle is one field.
+        seen = _distinct_fields(data)
+        low, high = seen.min(axis=(-2, -1)), seen.max(axis=(-2, -1))
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
             raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")
-        varies &= high > low
+        varies = varies & (high > low)
+    varies = np.broadcast_to(varies, shape[:-2]).reshape(count)
+    a3 = np.ascontiguousarray(a).reshape(count, *shape[-2:])
+    b3 = np.ascontiguousarray(b).reshape(count, *shape[-2:])
     if count == 0:
         REGISTRY.record_served("phase_correlate")
         return judge(np.zeros(0, _I64), np.zeros(0), varies, shape, about, limits, floor, "core")
