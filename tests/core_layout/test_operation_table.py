@@ -17,7 +17,8 @@ from spacr_accel_core import last_dispatch, ops, plugins, reference
 from spacr_accel_core.contract import _hookspecs
 from spacr_accel_core.devices._tasks import _PRIMITIVES
 from spacr_accel_core.operations._operations import OPERATIONS, Operation
-from spacr_accel_core.operations._results import Example
+from spacr_accel_core.operations._results import RATIO_RTOL, Example
+from spacr_accel_core.ops import Registration
 
 NAMES = sorted(OPERATIONS)
 
@@ -56,7 +57,13 @@ def test_each_small_case_agrees_with_its_reference_on_the_floor(name: str) -> No
     assert isinstance(example, Example)
     expected = entry.reference(*example.args, **dict(example.keywords))
     got = getattr(ops, name)(*example.args, backend="numpy", **dict(example.keywords))
-    assert entry.agree(expected, got) == (True, entry.agree(expected, expected)[1])
+    if isinstance(expected, Registration):
+        # The floor's transforms run one axis at a time (the reference's are SciPy's 2-D calls):
+        # the same shifts and verdicts, the float64 ratio within the contract's 1e-9 and no looser.
+        assert entry.agree(expected, got)[0]
+        assert got.peak_ratio == pytest.approx(expected.peak_ratio, rel=RATIO_RTOL, abs=0)
+    else:
+        assert entry.agree(expected, got) == (True, entry.agree(expected, expected)[1])
     served = last_dispatch()
     assert served is not None and served.operation == name
 

@@ -103,6 +103,44 @@ def test_a_hookimpl_may_leave_out_the_chunk_hint_as_pluggy_allows(private, numpy
     assert private.last_dispatch().backend == "hintless"
 
 
+def test_a_shared_reference_reaches_a_plugin_once_with_the_pairing(private, numpy_plugin):
+    """A reference broadcast against every cycle, or repeated in value, reaches a plugin as its
+    distinct fields and each pair's index into them; one without ``pairing`` gets a field per pair.
+    Both answer as the materialised stack does."""
+    from spacr_accel_numpy import _decode
+
+    seen: dict[str, list[tuple[Any, ...]]] = {"paired": [], "one_each": []}
+
+    def paired(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen["paired"].append((first.shape, tuple(pairing), first.flags.writeable, pairing.flags.writeable))
+        return _decode.phase_correlate(first, second, pairing)
+
+    def one_each(second: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seen["one_each"].append((first.shape, first.flags.writeable))
+        return _decode.phase_correlate(first, second, np.arange(first.shape[0]))
+
+    rng = np.random.default_rng(12)
+    cycles = rng.random((3, 2, 16, 18))
+    broadcast = np.broadcast_to(cycles[:1], cycles.shape)
+    repeated = np.repeat(cycles[:1], 3, axis=0)  # equal in value, in memory of its own
+    for name, function in (("paired", paired), ("one_each", one_each)):
+        private.register(declared(name, 500.0, phase_correlate=function), name)
+    private.register(numpy_plugin, "numpy")
+    want = ops.phase_correlate(np.array(broadcast), cycles, backend="numpy")
+    for first in (broadcast, repeated):
+        for name in ("paired", "one_each"):
+            got = ops.phase_correlate(first, cycles, backend=name)
+            for field in ("dy", "dx", "peak_ratio", "accepted"):
+                np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+    # broadcast: its two distinct fields; repeated: the stack as it is, each pair pointing at the
+    # first of the equal fields (the others are never read)
+    assert seen["paired"] == [((2, 16, 18), (0, 1) * 3, False, False), ((6, 16, 18), (0, 1) * 3, False, False)]
+    assert seen["one_each"] == [((6, 16, 18), False)] * 2
+    distinct = ops.phase_correlate(cycles, cycles[::-1], backend="paired")
+    assert seen["paired"][-1][:2] == ((6, 16, 18), tuple(range(6)))
+    assert distinct.dy.shape == (3, 2)
+
+
 def private_reference(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     index, distance = reference_nearest(source, target)
     return np.asarray(index, dtype=np.int64), np.asarray(distance, dtype=np.float32)

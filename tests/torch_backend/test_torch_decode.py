@@ -21,7 +21,8 @@ torch = pytest.importorskip("torch")
 def test_a_device_without_float64_agrees_within_float32(pair: tuple[np.ndarray, np.ndarray]) -> None:
     first, second = pair
     flat = first.reshape(-1, *first.shape[-2:]), second.reshape(-1, *first.shape[-2:])
-    peaks, ratios = _decode.phase_correlate(*flat, Device(torch.device("cpu"), float64=False))
+    pairing = np.arange(flat[0].shape[0])
+    peaks, ratios = _decode.phase_correlate(*flat, pairing, Device(torch.device("cpu"), float64=False))
     from spacr_accel_core.contract._registration import judge
 
     varies = np.ones(flat[0].shape[0], dtype=bool)
@@ -53,5 +54,6 @@ def test_a_device_without_float64_is_never_sent_one(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(_decode, "tensor", recording)
     first = np.random.default_rng(2).random((2, 12, 12))
-    _decode.phase_correlate(first, np.roll(first, 1, axis=1), Device(torch.device("cpu"), float64=False))
-    assert sent and all(dtype == np.float32 for dtype in sent)
+    _decode.phase_correlate(first, np.roll(first, 1, axis=1), np.arange(2), Device(torch.device("cpu"), float64=False))
+    fields = [dtype for dtype in sent if dtype.kind == "f"]  # the pairing is int64, the fields float32
+    assert len(fields) == 2 and all(dtype == np.float32 for dtype in fields)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .contract._registration import Registration, judge
+from .contract._registration import Registration, judge, reference_fields
 from .dispatch._registry import REGISTRY
 from .operations._checks import (
     _F32,
@@ -530,13 +530,6 @@ def _registered(value: Any, name: str) -> np.ndarray:
     return array if array.dtype in (_F32, np.dtype(np.float64)) else array.astype(np.float64)
 
 
-def _distinct_fields(data: np.ndarray) -> np.ndarray:
-    """The fields of a stack that are not repeats: a leading axis with stride 0 (``np.broadcast_to``)
-    read at its first index only, as a length-1 axis that broadcasts back."""
-    lead = tuple(slice(0, 1) if data.strides[i] == 0 else slice(None) for i in range(data.ndim - 2))
-    return data[lead]
-
-
 def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
                     min_peak_ratio: Any = 3.0, gpu: Any = True, backend: str | None = None) -> Registration:
     """The translation that lands ``second`` on ``first``, by phase correlation: how cycles are registered.
@@ -578,19 +571,19 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
             break
         # Two reductions answer both questions: NaN and inf reach the minimum or the maximum. Read
         # once per distinct field: a reference cycle broadcast against every cycle is one field.
-        seen = _distinct_fields(data)
+        seen = data[tuple(slice(0, 1) if data.strides[i] == 0 else slice(None) for i in range(data.ndim - 2))]
         low, high = seen.min(axis=(-2, -1)), seen.max(axis=(-2, -1))
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
             raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")
         varies = varies & (high > low)
     varies = np.broadcast_to(varies, shape[:-2]).reshape(count)
-    a3 = np.ascontiguousarray(a).reshape(count, *shape[-2:])
-    b3 = np.ascontiguousarray(b).reshape(count, *shape[-2:])
     if count == 0:
         REGISTRY.record_served("phase_correlate")
         return judge(np.zeros(0, _I64), np.zeros(0), varies, shape, about, limits, floor, "core")
+    fields, pairing = reference_fields(a)
+    b3 = np.ascontiguousarray(b).reshape(count, *shape[-2:])
     peaks, ratios = REGISTRY.dispatch(
-        "phase_correlate", {"first": _read_only(a3), "second": _read_only(b3)}, gpu=use_gpu, backend=backend,
-        expected=(count, shape[-2] * shape[-1]))
+        "phase_correlate", {"first": _read_only(fields), "second": _read_only(b3), "pairing": _read_only(pairing)},
+        gpu=use_gpu, backend=backend, expected=(count, shape[-2] * shape[-1]))
     served = REGISTRY.last_dispatch()
     return judge(peaks, ratios, varies, shape, about, limits, floor, served.backend if served else "unknown")

@@ -27,6 +27,10 @@ third party's.
 - Messages: :func:`install_command`, the command that adds an extra for how this copy was
   installed (the clone's script, or pip from an index); :func:`canonical_vendor`, a maker's name
   however a source spells it.
+- Registration's transforms: :func:`real_spectrum` and :func:`real_surface`, float64 ``rfft2``
+  and ``irfft2`` one axis at a time, the order in which SciPy's pocketfft splits every pass
+  between threads (needs SciPy); :func:`reference_runs`, a stack's pairs cut into runs per thread
+  grouped by their reference field (transformed once a run).
 - Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
   (how the core hands ``local_maxima``'s threshold to a plugin).
 
@@ -64,6 +68,7 @@ from .exact import (
 )
 from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
 from .kit._precision import PrecisionWindow
+from .kit._spectra import real_spectrum, real_surface, reference_runs
 from .kit._translate import call_translated
 from .operations._checks import threshold_below
 from .separable import Pass, gaussian_passes, laplace_terms, source_index
@@ -107,6 +112,9 @@ __all__ = [
     "pass_budget",
     "pick_lowest",
     "pick_lowest_dense",
+    "real_spectrum",
+    "real_surface",
+    "reference_runs",
     "resolve",
     "run_parts",
     "search_distinct",

@@ -41,17 +41,18 @@ def window_maxima(kit: Kit, stack: np.ndarray, points: np.ndarray, size: int) ->
     return np.ascontiguousarray(out.T)
 
 
-def _surfaces(kit: Kit, first: Any, second: Any) -> tuple[Any, Any]:
-    """Each pair's surface peak (flat index) and peak-to-mean ratio, for a batch on the card."""
+def _surfaces(kit: Kit, references: Any, second: Any, pairing: Any) -> tuple[Any, Any]:
+    """Each pair's surface peak (flat index) and peak-to-mean ratio, for a batch on the card: each
+    distinct reference field of the batch transformed once, its spectrum read by every pair of it."""
     xp = kit.xp
-    shape = first.shape[-2:]
-    product = xp.fft.rfft2(first, axes=(-2, -1))
-    product *= xp.conj(xp.fft.rfft2(second, axes=(-2, -1)))
+    shape = second.shape[-2:]
+    product = xp.conj(xp.fft.rfft2(second, axes=(-2, -1)))
+    product *= xp.fft.rfft2(references, axes=(-2, -1))[pairing]
     magnitude = xp.abs(product)
     nonzero = magnitude > 0
     product = xp.where(nonzero, product / xp.where(nonzero, magnitude, 1.0), 0)
     product[:, 0, 0] = 0
-    surface = xp.fft.irfft2(product, s=shape, axes=(-2, -1)).reshape(first.shape[0], -1)
+    surface = xp.fft.irfft2(product, s=shape, axes=(-2, -1)).reshape(second.shape[0], -1)
     where = xp.argmax(surface, axis=1)  # the first maximum of each surface
     best = xp.take_along_axis(surface, where[:, None], axis=1)[:, 0]
     mean = xp.abs(surface).mean(axis=1)
@@ -59,24 +60,28 @@ def _surfaces(kit: Kit, first: Any, second: Any) -> tuple[Any, Any]:
     return where, ratio
 
 
-def phase_correlate(kit: Kit, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def phase_correlate(kit: Kit, first: np.ndarray, second: np.ndarray,
+                    pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's surface peak and ratio in float64, the pairs in batches sized to the free memory.
 
     :param kit: the library to run on.
-    :param first: ``(B, H, W)`` finite float32 or float64.
-    :param second: the same.
+    :param first: ``(K, H, W)`` finite float32 or float64 reference fields.
+    :param second: ``(B, H, W)``, the same dtype.
+    :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
     xp = kit.xp
-    count, height, width = first.shape
-    batch = max(1, kit.budget() // (8 * height * width * 10))  # fields, spectra, surface, temporaries
+    count, height, width = second.shape
+    # a field and a reference, spectra, surface, temporaries (at most as many references as pairs)
+    batch = max(1, kit.budget() // (8 * height * width * 10))
     peaks = np.empty(count, dtype=np.int64)
     ratios = np.empty(count, dtype=np.float64)
 
     def step(start: int, stop: int) -> None:
-        a = kit.to_device(np.ascontiguousarray(first[start:stop])).astype(xp.float64)
+        chosen, index = np.unique(pairing[start:stop], return_inverse=True)
+        a = kit.to_device(np.ascontiguousarray(first[chosen])).astype(xp.float64)
         b = kit.to_device(np.ascontiguousarray(second[start:stop])).astype(xp.float64)
-        where, ratio = _surfaces(kit, a, b)
+        where, ratio = _surfaces(kit, a, b, kit.to_device(index.reshape(-1)))
         peaks[start:stop] = kit.to_host(where)
         ratios[start:stop] = kit.to_host(ratio)
 

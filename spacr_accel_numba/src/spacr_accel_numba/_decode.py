@@ -9,13 +9,15 @@ prefetched, which measured on 10,000 points in 44 fields of 1480 x 1480 took one
 from 42 ms to 18 ms. Points in any order are answered in that order (sorted first when they are
 not row-major already, as ``local_maxima``'s are).
 
-PHASE CORRELATION. The transforms are SciPy's (pocketfft in float64, as the NumPy floor's), both
-fields of a pair cast into one float64 buffer and transformed in one call; the normalisation of
+PHASE CORRELATION. The transforms are SciPy's (pocketfft in float64, as the NumPy floor's), one
+axis at a time (``toolkit.real_spectrum``, ``real_surface``: SciPy's ``irfft2`` does not split its
+last pass between threads, the separate passes do); the normalisation of
 the cross-power spectrum (a product, a magnitude and a division per frequency) is one compiled
 pass instead of four array passes, split between the threads by rows; the surface's first
 maximum and absolute mean come from one vectorised compiled pass of row maxima and row sums.
 A reference field shared by several pairs (every cycle registered to one reference cycle) is
-transformed once.
+transformed once: the core passes each distinct reference once, and the pairs are walked grouped
+by it (``toolkit.reference_runs``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from types import ModuleType
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.toolkit import cpu_threads, run_parts
+from spacr_accel_core.toolkit import cpu_threads, real_spectrum, real_surface, reference_runs, run_parts
 
 _GATHERED = frozenset(np.dtype(name) for name in ("float32", "uint16", "uint8"))
 """Dtypes the gather is compiled for (the core casts others to float32 for this plugin)."""
@@ -67,32 +69,14 @@ def _bands(rows: int, threads: int) -> list[tuple[int, int]]:
     return [(int(edges[i]), int(edges[i + 1])) for i in range(threads) if edges[i + 1] > edges[i]]
 
 
-_HELD = 8
-"""Reference spectra a pass keeps for the pairs that share their first field (a screen's 44 pairs
-have 4 reference fields): a field equal to a held one (compared in a millisecond) skips a transform."""
-
-
-def _one(compiled: ModuleType, first: np.ndarray, second: np.ndarray, threads: int,
-         held: list[tuple[np.ndarray, np.ndarray]], later: bool) -> tuple[int, float]:
-    """One pair's peak and ratio, its passes split by rows between ``threads``; ``later``: pairs
-    follow that may reuse a held spectrum (then it is copied out of the two fields' buffer, so a held
-    spectrum keeps 17 MB alive and not 35)."""
-    from scipy import fft
-
-    reference = next((spectrum for known, spectrum in held  # the first row rejects a different field at once
-                      if np.array_equal(known[0], first[0]) and np.array_equal(known, first)), None)
-    if reference is None:  # both fields cast into one buffer and transformed in one call
-        fields = np.empty((2, *first.shape), dtype=np.float64)
-        fields[0], fields[1] = first, second
-        spectra = fft.rfft2(fields, workers=threads)
-        reference, product = (spectra[0].copy() if later else spectra[0]), spectra[1]
-        held[:] = [(first, reference), *held[:_HELD - 1]]
-    else:
-        product = fft.rfft2(second.astype(np.float64, copy=False), workers=threads)
+def _one(compiled: ModuleType, reference: np.ndarray, second: np.ndarray, threads: int) -> tuple[int, float]:
+    """One pair's peak and ratio from its reference's spectrum, every pass split by rows between
+    ``threads``."""
+    product = real_spectrum(second, threads)
     bands = _bands(product.shape[0], threads)
     run_parts(compiled.normalise_rows, [(reference, product, start, stop) for start, stop in bands])
     product[0, 0] = 0
-    return _peak(compiled, fft.irfft2(product, s=first.shape, workers=threads, overwrite_x=True), threads)
+    return _peak(compiled, real_surface(product, second.shape[1], threads), threads)
 
 
 def _peak(compiled: ModuleType, surface: np.ndarray, threads: int) -> tuple[int, float]:
@@ -108,30 +92,34 @@ def _peak(compiled: ModuleType, surface: np.ndarray, threads: int) -> tuple[int,
     return peak, (float(surface.flat[peak]) / mean if mean > 0 else 0.0)
 
 
-def _pairs(compiled: ModuleType, first: np.ndarray, second: np.ndarray, peaks: np.ndarray, ratios: np.ndarray,
-           numbers: range, threads: int) -> None:
-    held: list[tuple[np.ndarray, np.ndarray]] = []
+def _pairs(compiled: ModuleType, first: np.ndarray, second: np.ndarray, pairing: np.ndarray, peaks: np.ndarray,
+           ratios: np.ndarray, numbers: np.ndarray, threads: int) -> None:
+    held, reference = -1, np.empty(0, dtype=np.complex128)
     for number in numbers:
-        later = number + numbers.step < numbers.stop
-        peaks[number], ratios[number] = _one(compiled, first[number], second[number], threads, held, later)
+        if pairing[number] != held:  # pairs come grouped by reference: keep the last spectrum only
+            held, reference = int(pairing[number]), real_spectrum(first[pairing[number]], threads)
+        peaks[number], ratios[number] = _one(compiled, reference, second[number], threads)
 
 
-def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray,
+                    pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's surface peak (flat index) and peak-to-mean ratio.
 
-    :param first: ``(B, H, W)`` finite float32 or float64.
-    :param second: the same.
+    :param first: ``(K, H, W)`` finite float32 or float64 reference fields.
+    :param second: ``(B, H, W)``, the same dtype.
+    :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
-    count = first.shape[0]
+    count = second.shape[0]
     peaks = np.empty(count, dtype=np.int64)
     ratios = np.empty(count, dtype=np.float64)
     threads = cpu_threads()
     if count == 1 or threads == 1:
-        _pairs(compiled, first, second, peaks, ratios, range(count), threads)
+        _pairs(compiled, first, second, pairing, peaks, ratios, np.argsort(pairing, kind="stable"), threads)
         return peaks, ratios
-    share = min(count, threads)  # whole pairs per thread: each pair's passes in one thread
-    run_parts(_pairs, [(compiled, first, second, peaks, ratios, range(i, count, share), 1) for i in range(share)])
+    # whole pairs per thread, each pair's passes in one thread, runs grouped by reference
+    run_parts(_pairs, [(compiled, first, second, pairing, peaks, ratios, run, 1)
+                       for run in reference_runs(pairing, threads)])
     return peaks, ratios
 
 
@@ -144,4 +132,4 @@ def warm_job() -> object:
         stack.flags.writeable = False
         window_maxima(compiled, stack, points, 3)
     field = np.arange(16, dtype=np.float64).reshape(1, 4, 4)
-    return phase_correlate(compiled, field, field[:, ::-1].copy())
+    return phase_correlate(compiled, field, field[:, ::-1].copy(), np.zeros(1, dtype=np.int64))

@@ -104,11 +104,12 @@ def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) 
 
 
 @hookimpl
-def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
+                                pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     from ._decode import kernels, phase_correlate
 
     _warm.kernels_for("science:decode")
-    return phase_correlate(kernels(), first, second)
+    return phase_correlate(kernels(), first, second, pairing)
 
 
 def filtered(field: np.ndarray, size: int, kernels_for: Callable[[str], ModuleType]) -> np.ndarray:

@@ -6,22 +6,24 @@ windows' work. Here each point's window is a fixed set of flat offsets (clipped 
 gathered from every field at once with ``np.take`` and reduced; points are taken in groups that
 keep the gathered block cache-sized, and the fields are shared between the threads.
 
-PHASE CORRELATION BY ``scipy.fft``. Measured side by side on a 1480 x 1480 pair here, SciPy's real
+PHASE CORRELATION BY ``scipy.fft``. Measured side by side on a 1480 x 1480 pair, SciPy's real
 FFT with two workers takes 12 ms where ``numpy.fft`` takes 31 (both pocketfft in float64; SciPy's
-splits the rows between threads). The cross-power spectrum is normalised in place through a real
+splits the rows between threads); each transform is run one axis at a time
+(``toolkit.real_spectrum``, ``real_surface``), which SciPy splits between threads where its
+``irfft2`` does not. The cross-power spectrum is normalised in place through a real
 view of the complex array (no complex temporaries), which is spaCR's ``product / magnitude``
-component by component. A stack of pairs is shared between the threads a pair at a time, each
-pair's transforms single-threaded: whole pairs per thread scale better than rows of one transform.
-A reference field shared by several pairs is transformed once (:class:`Spectra`).
+component by component. A stack of pairs is shared between the threads in runs of whole pairs,
+each pair's transforms single-threaded: whole pairs per thread scale better than rows of one
+transform. A reference field shared by several pairs is transformed once: the core passes each
+distinct reference field once with each pair's index into them, and a run walks its pairs grouped
+by their reference (``toolkit.reference_runs``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from spacr_accel_core.toolkit import cpu_threads, run_parts
+from spacr_accel_core.toolkit import cpu_threads, real_spectrum, real_surface, reference_runs, run_parts
 
 _GATHER_BYTES = 1 << 23
 """Gathered values per group of points (8 MiB): in cache, and many points per ``np.take``."""
@@ -93,56 +95,33 @@ def surface_peak(surface: np.ndarray) -> tuple[int, float]:
     return peak, (float(surface.flat[peak]) / mean if mean > 0 else 0.0)
 
 
-class Spectra:
-    """The reference fields' spectra most recently computed, for the pairs that share them.
-
-    WHY. Registering every cycle of a screen to the reference cycle pairs each channel's reference
-    field with every cycle: 44 pairs, 4 distinct first fields. A field equal to one held here (equal
-    values, compared in a millisecond) takes its spectrum (a transform of ten to thirty) from here.
-    """
-
-    HELD = 8
-
-    def __init__(self, transform: Any) -> None:
-        self.transform = transform
-        self.held: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def of(self, field: np.ndarray) -> np.ndarray:
-        for known, held in self.held:
-            # The first row rejects a different field at once; only a likely match is compared whole.
-            if np.array_equal(known[0], field[0]) and np.array_equal(known, field):
-                return held
-        spectrum: np.ndarray = self.transform(field.astype(np.float64, copy=False))
-        self.held = [(field, spectrum), *self.held[:self.HELD - 1]]
-        return spectrum
-
-
-def _correlate(first: np.ndarray, second: np.ndarray, peaks: np.ndarray, ratios: np.ndarray, pairs: range,
-               workers: int) -> None:
-    from scipy import fft
-
-    shape = first.shape[1:]
-    spectra = Spectra(lambda field: fft.rfft2(field, workers=workers))
+def _correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray, peaks: np.ndarray,
+               ratios: np.ndarray, pairs: np.ndarray, workers: int) -> None:
+    width = first.shape[-1]
+    held, reference = -1, np.empty(0, dtype=np.complex128)
     for number in pairs:
-        product = fft.rfft2(second[number].astype(np.float64, copy=False), workers=workers)
-        normalise(spectra.of(first[number]), product)
-        peaks[number], ratios[number] = surface_peak(fft.irfft2(product, s=shape, workers=workers))
+        if pairing[number] != held:  # pairs come grouped by reference: keep the last spectrum only
+            held, reference = int(pairing[number]), real_spectrum(first[pairing[number]], workers)
+        product = real_spectrum(second[number], workers)
+        normalise(reference, product)
+        peaks[number], ratios[number] = surface_peak(real_surface(product, width, workers))
 
 
-def phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's surface peak (flat index) and peak-to-mean ratio, in float64.
 
-    :param first: ``(B, H, W)`` finite float32 or float64.
-    :param second: the same.
+    :param first: ``(K, H, W)`` finite float32 or float64 reference fields.
+    :param second: ``(B, H, W)``, the same dtype.
+    :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
-    count = first.shape[0]
+    count = second.shape[0]
     peaks = np.empty(count, dtype=np.int64)
     ratios = np.empty(count, dtype=np.float64)
     threads = cpu_threads()
     if count == 1 or threads == 1:
-        _correlate(first, second, peaks, ratios, range(count), threads)
+        _correlate(first, second, pairing, peaks, ratios, np.argsort(pairing, kind="stable"), threads)
     else:
-        share = min(count, threads)
-        run_parts(_correlate, [(first, second, peaks, ratios, range(i, count, share), 1) for i in range(share)])
+        run_parts(_correlate, [(first, second, pairing, peaks, ratios, run, 1)
+                               for run in reference_runs(pairing, threads)])
     return peaks, ratios

@@ -103,7 +103,8 @@ def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) 
 
 
 @hookimpl
-def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
+                                pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     from ._decode import phase_correlate
 
-    return phase_correlate(first, second)
+    return phase_correlate(first, second, pairing)

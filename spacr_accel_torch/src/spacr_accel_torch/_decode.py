@@ -58,17 +58,19 @@ def window_maxima(stack: np.ndarray, points: np.ndarray, size: int, device: Devi
     return np.ascontiguousarray(out.T)
 
 
-def _surfaces(first: torch.Tensor, second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each pair's surface peak (flat index) and peak-to-mean ratio, for a batch on the device."""
+def _surfaces(references: torch.Tensor, second: torch.Tensor,
+              pairing: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each pair's surface peak (flat index) and peak-to-mean ratio, for a batch on the device: each
+    distinct reference field of the batch transformed once, its spectrum read by every pair of it."""
     import torch
 
-    shape = first.shape[-2:]
-    product = torch.fft.rfft2(first)
-    product.mul_(torch.conj_physical(torch.fft.rfft2(second)))
+    shape = second.shape[-2:]
+    product = torch.conj_physical(torch.fft.rfft2(second))
+    product.mul_(torch.fft.rfft2(references)[pairing])
     magnitude = product.abs()
     product = torch.where(magnitude > 0, product / torch.where(magnitude > 0, magnitude, 1), 0)
     product[:, 0, 0] = 0
-    surface = torch.fft.irfft2(product, s=shape).reshape(first.shape[0], -1)
+    surface = torch.fft.irfft2(product, s=shape).reshape(second.shape[0], -1)
     best = surface.amax(dim=1)
     where = surface.argmax(dim=1)  # the FIRST maximum (max's index may be any of equal ones)
     mean = surface.abs().mean(dim=1)
@@ -76,20 +78,23 @@ def _surfaces(first: torch.Tensor, second: torch.Tensor) -> tuple[torch.Tensor, 
     return where, ratio
 
 
-def phase_correlate(first: np.ndarray, second: np.ndarray, device: Device) -> tuple[np.ndarray, np.ndarray]:
+def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
+                    device: Device) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's surface peak and ratio; the pairs in batches sized to the device's free memory.
 
-    :param first: ``(B, H, W)`` finite float32 or float64.
-    :param second: the same.
+    :param first: ``(K, H, W)`` finite float32 or float64 reference fields.
+    :param second: ``(B, H, W)``, the same dtype.
+    :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :param device: where to compute (float64 there unless the device has none).
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
     import torch
 
-    count, height, width = first.shape
+    count, height, width = second.shape
     dtype = torch.float64 if device.float64 else torch.float32
     item = 8 if device.float64 else 4
-    # Two fields, two half spectra (complex), the magnitude and the surface, with room for temporaries.
+    # A field and a reference, two half spectra (complex), the magnitude and the surface, with room
+    # for temporaries: a batch holds at most as many references as pairs.
     per_pair = item * height * width * 10
     batch = max(1, budget(device) // per_pair)
     peaks = np.empty(count, dtype=np.int64)
@@ -99,9 +104,10 @@ def phase_correlate(first: np.ndarray, second: np.ndarray, device: Device) -> tu
     host = None if device.float64 else np.float32
 
     def step(start: int, stop: int) -> None:
-        a = tensor(np.ascontiguousarray(first[start:stop], dtype=host), device.torch).to(dtype)
+        chosen, index = np.unique(pairing[start:stop], return_inverse=True)
+        a = tensor(np.ascontiguousarray(first[chosen], dtype=host), device.torch).to(dtype)
         b = tensor(np.ascontiguousarray(second[start:stop], dtype=host), device.torch).to(dtype)
-        where, ratio = _surfaces(a, b)
+        where, ratio = _surfaces(a, b, tensor(index.reshape(-1), device.torch))
         peaks[start:stop] = where.cpu().numpy()
         ratios[start:stop] = ratio.to(torch.float64).cpu().numpy()
 

@@ -257,17 +257,23 @@ def spacr_accel_window_maxima(  # type: ignore[empty-body]  # a specification ha
 
 @hookspec
 def spacr_accel_phase_correlate(  # type: ignore[empty-body]  # a specification has no body
-    first: np.ndarray, second: np.ndarray
+    first: np.ndarray, second: np.ndarray, pairing: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The phase-correlation surface's peak of each pair of fields, and its height against the surface.
 
     The surface of a pair is the inverse real FFT, at the field's shape, of the cross-power
-    spectrum ``A * conj(B)`` of the float64 real FFTs ``A`` of ``first`` and ``B`` of ``second``,
-    each term divided by its magnitude where that is non-zero (else 0), the zero frequency set to 0.
+    spectrum ``A * conj(B)`` of the float64 real FFTs ``A`` of the pair's reference field and ``B``
+    of its ``second`` field, each term divided by its magnitude where that is non-zero (else 0), the
+    zero frequency set to 0.
 
-    :param first: a non-empty C-contiguous ``(B, H, W)`` stack of finite float32 or float64 fields
-        (computed on as float64); never modify it.
-    :param second: the same shape and dtype: field ``i`` is registered against ``first[i]``.
+    :param first: a non-empty C-contiguous ``(K, H, W)`` stack of finite float32 or float64
+        reference fields (computed on as float64); never modify it.
+    :param second: a C-contiguous ``(B, H, W)`` stack of the same dtype and field shape.
+    :param pairing: int64 ``(B,)``: field ``i`` of ``second`` is registered against
+        ``first[pairing[i]]``. One reference field commonly serves many pairs (every cycle against
+        the reference cycle): compute its transform once. A field equal to an earlier one is
+        never pointed at (the pairs point at the earlier one). Optional: a plugin that leaves it out
+        of its signature receives ``first[pairing]``, one reference field per pair.
     :returns: ``(peaks, ratios)``: int64 ``(B,)`` flat row-major index of each surface's FIRST
         maximum, and float64 ``(B,)`` that maximum divided by the mean absolute value of the
         surface (0 where that mean is 0). A device without float64 computes in float32.

@@ -94,3 +94,38 @@ def judge(peaks: np.ndarray, ratios: np.ndarray, varies: np.ndarray, shape: tupl
     if not lead:
         return Registration(int(dy[0]), int(dx[0]), float(ratios[0]), bool(accepted[0]), backend)
     return Registration(dy.reshape(lead), dx.reshape(lead), ratios.reshape(lead), accepted.reshape(lead), backend)
+
+
+def reference_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct fields of ``first`` (a stack ``(..., H, W)`` of references) and, for each pair,
+    the index of the one it is registered against: what a backend transforms once and reuses.
+
+    WHY. spaCR registers every cycle to the reference cycle: 44 pairs, 4 distinct reference fields,
+    passed as ``np.broadcast_to(reference, stack.shape)``. Made contiguous, that view becomes 385 MB
+    of copies (a second's page faults on a fresh process) of fields whose transforms are then
+    computed again and again. A leading axis with stride 0 is read at its first index only, and
+    fields equal in value (a reference repeated with ``np.repeat``) share the first one's index:
+    found by a key of a few sampled rows, confirmed by comparing the whole field.
+
+    :param first: the caller's reference stack (finite, already checked).
+    :returns: C-contiguous ``(K, H, W)`` fields and int64 ``(B,)`` indices into them, ``B`` the
+        number of pairs.
+    """
+    lead, plane = first.shape[:-2], first.shape[-2:]
+    seen = first[tuple(slice(0, 1) if first.strides[i] == 0 else slice(None) for i in range(len(lead)))]
+    fields = np.ascontiguousarray(seen).reshape(-1, *plane)
+    count = fields.shape[0]
+    same = np.arange(count, dtype=np.int64)
+    flat = fields.reshape(count, -1)
+    step = max(1, flat.shape[1] // 1024)
+    firsts: dict[bytes, list[int]] = {}
+    for index in range(count):
+        key = flat[index, ::step].tobytes() + flat[index, -plane[1]:].tobytes()
+        candidates = firsts.setdefault(key, [])
+        match = next((known for known in candidates if np.array_equal(fields[known], fields[index])), None)
+        if match is None:
+            candidates.append(index)
+        else:
+            same[index] = match
+    pairing = np.broadcast_to(same.reshape(seen.shape[:-2]), lead).reshape(-1)
+    return fields, np.ascontiguousarray(pairing)

@@ -222,7 +222,18 @@ def adapt_gather(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...
     return _casting(by_position(function, argnames, spec), declaration, operation)
 
 
-def adapt_plain(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                declaration: Declaration, operation: str) -> Call:
-    """An operation every plugin takes as the spec says (``phase_correlate``)."""
-    return by_position(function, argnames, spec)
+def adapt_correlation(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                      declaration: Declaration, operation: str) -> Call:
+    """``phase_correlate(first, second, pairing)`` for one plugin: one that does not take ``pairing``
+    receives one reference field per pair (``first[pairing]``), as the pairs were before sharing."""
+    call = by_position(function, argnames, spec)
+    if "pairing" in argnames:
+        return call
+
+    def one_each(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) -> Any:
+        if pairing.shape[0] != first.shape[0] or bool(np.any(pairing != np.arange(first.shape[0]))):
+            first = first[pairing]
+            first.setflags(write=False)
+        return call(first, second, pairing)
+
+    return one_each

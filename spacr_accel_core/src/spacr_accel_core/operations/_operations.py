@@ -31,12 +31,12 @@ from ..contract._declaration import Declaration
 from ._adapters import (
     Adapter,
     Call,
+    adapt_correlation,
     adapt_filter,
     adapt_gather,
     adapt_matmul,
     adapt_neighbours,
     adapt_peaks,
-    adapt_plain,
     adapt_smoothing,
 )
 from ._results import (
@@ -265,7 +265,8 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
         Operation("window_maxima", check_gathered, adapt_gather, {}, "Base intensities at reads (window_maxima)",
                   reference=reference.window_maxima, agree=agree_gathered, small=_small_gather, bench=_gather_bench,
                   dask="own"),
-        Operation("phase_correlate", check_correlation, adapt_plain, {}, "Cycle registration (phase_correlate)",
+        Operation("phase_correlate", check_correlation, adapt_correlation,
+                  {"pairing": None}, "Cycle registration (phase_correlate)",
                   reference=reference.phase_correlate, agree=agree_registration, small=_small_pair,
                   bench=_registration_bench, dask="own"),
     )

@@ -103,6 +103,21 @@ class DecodeConformance:
                            tolerance=tolerance, min_peak_ratio=floor)
         assert_registration(got, first, second, expected, tolerance, floor)
 
+    def test_phase_correlate_with_one_reference_cycle_for_every_cycle(self) -> None:
+        """The reference cycle broadcast against every cycle (or repeated in value) reaches the
+        backend once per distinct field, with each pair's index into them: the same answers."""
+        rng = np.random.default_rng(5)
+        reference_cycle = rng.standard_normal((1, 3, 20, 24))
+        shifts = rng.integers(-10, 10, size=(4, 3, 2))
+        cycles = np.empty((4, 3, 20, 24))
+        for cycle, channel in np.ndindex(4, 3):
+            moved = np.roll(reference_cycle[0, channel], tuple(-shifts[cycle, channel]), axis=(0, 1))
+            cycles[cycle, channel] = moved + 0.1 * rng.standard_normal((20, 24))
+        for first in (np.broadcast_to(reference_cycle, cycles.shape), np.repeat(reference_cycle, 4, axis=0)):
+            got = self._forced("phase_correlate", ops.phase_correlate, first, cycles, tolerance=0)
+            assert_registration(got, np.array(first), cycles, (0, 0), 0, 3.0)
+            np.testing.assert_array_equal(np.stack([got.dy, got.dx], axis=-1), shifts)
+
     def test_phase_correlate_recovers_a_roll_with_spacrs_sign(self) -> None:
         rng = np.random.default_rng(7)
         first = rng.random((48, 64))
