@@ -51,7 +51,8 @@ def window_maxima(compiled: ModuleType, stack: np.ndarray, points: np.ndarray, s
         source.flags.writeable = False
     rows = np.asarray(points, dtype=np.int64)
     flat = rows[:, 0] * width + rows[:, 1]
-    order = np.arange(flat.size) if bool(np.all(flat[1:] >= flat[:-1])) else np.argsort(flat, kind="stable")
+    # any sort: equal points have equal windows, so the order among them cannot show
+    order = np.arange(flat.size) if bool(np.all(flat[1:] >= flat[:-1])) else np.argsort(flat)
     down, across = min(size // 2, height - 1), min(size // 2, width - 1)
     ys, xs = rows[order, 0], rows[order, 1]
     top, left = np.maximum(ys - down, 0), np.maximum(xs - across, 0)
