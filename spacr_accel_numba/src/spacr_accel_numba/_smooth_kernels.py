@@ -10,6 +10,11 @@ outermost in, ``acc = acc + (left + right) * w``, each operation rounded on its 
 ``fastmath``: without it LLVM neither reorders the sum nor fuses a multiply and an add. The two
 passes of a field are fused per row (the column pass of a row, rounded to float32, is at once run
 along the row): the field is read from memory once and no intermediate field is written.
+
+TAPS IN FOURS. Each pass adds four mirrored pairs to a pixel's sum in one sweep of the row, each
+addition still rounded on its own and in SciPy's order, so the accumulator is read and written once
+per four taps instead of once per tap: a 2960 x 2960 float32 Gaussian of sigma 3 (12 taps a side)
+went from 26-27 ms to 22-23 ms on two threads, the same bits.
 """
 
 from __future__ import annotations
@@ -26,14 +31,32 @@ def _down(field, rows, y, radius, weights, sign, acc):
     w0 = weights[0]
     for x in range(width):
         acc[x] = np.float64(centre[x]) * w0
-    for j in range(radius, 0, -1):
-        above = field[rows[radius + y - j]]
-        below = field[rows[radius + y + j]]
-        w = weights[j]
-        if sign > 0:
+    j = radius
+    if sign > 0:
+        while j >= 4:
+            a1, b1 = field[rows[radius + y - j]], field[rows[radius + y + j]]
+            a2, b2 = field[rows[radius + y - j + 1]], field[rows[radius + y + j - 1]]
+            a3, b3 = field[rows[radius + y - j + 2]], field[rows[radius + y + j - 2]]
+            a4, b4 = field[rows[radius + y - j + 3]], field[rows[radius + y + j - 3]]
+            w1, w2, w3, w4 = weights[j], weights[j - 1], weights[j - 2], weights[j - 3]
+            for x in range(width):
+                acc[x] = ((((acc[x] + (np.float64(a1[x]) + np.float64(b1[x])) * w1)
+                            + (np.float64(a2[x]) + np.float64(b2[x])) * w2)
+                           + (np.float64(a3[x]) + np.float64(b3[x])) * w3)
+                          + (np.float64(a4[x]) + np.float64(b4[x])) * w4)
+            j -= 4
+        while j >= 1:
+            above = field[rows[radius + y - j]]
+            below = field[rows[radius + y + j]]
+            w = weights[j]
             for x in range(width):
                 acc[x] = acc[x] + (np.float64(above[x]) + np.float64(below[x])) * w
-        else:
+            j -= 1
+    else:
+        for j in range(radius, 0, -1):
+            above = field[rows[radius + y - j]]
+            below = field[rows[radius + y + j]]
+            w = weights[j]
             for x in range(width):
                 acc[x] = acc[x] + (np.float64(above[x]) - np.float64(below[x])) * w
 
@@ -50,14 +73,30 @@ def _along(line, columns, radius, weights, sign, acc):
     w0 = weights[0]
     for x in range(width):
         acc[x] = middle[x] * w0
-    for j in range(radius, 0, -1):
-        left = line[radius - j:radius - j + width]
-        right = line[radius + j:radius + j + width]
-        w = weights[j]
-        if sign > 0:
+    j = radius
+    if sign > 0:
+        while j >= 4:
+            l1, r1 = line[radius - j:radius - j + width], line[radius + j:radius + j + width]
+            l2, r2 = line[radius - j + 1:radius - j + 1 + width], line[radius + j - 1:radius + j - 1 + width]
+            l3, r3 = line[radius - j + 2:radius - j + 2 + width], line[radius + j - 2:radius + j - 2 + width]
+            l4, r4 = line[radius - j + 3:radius - j + 3 + width], line[radius + j - 3:radius + j - 3 + width]
+            w1, w2, w3, w4 = weights[j], weights[j - 1], weights[j - 2], weights[j - 3]
+            for x in range(width):
+                acc[x] = (((acc[x] + (l1[x] + r1[x]) * w1) + (l2[x] + r2[x]) * w2)
+                          + (l3[x] + r3[x]) * w3) + (l4[x] + r4[x]) * w4
+            j -= 4
+        while j >= 1:
+            left = line[radius - j:radius - j + width]
+            right = line[radius + j:radius + j + width]
+            w = weights[j]
             for x in range(width):
                 acc[x] = acc[x] + (left[x] + right[x]) * w
-        else:
+            j -= 1
+    else:
+        for j in range(radius, 0, -1):
+            left = line[radius - j:radius - j + width]
+            right = line[radius + j:radius + j + width]
+            w = weights[j]
             for x in range(width):
                 acc[x] = acc[x] + (left[x] - right[x]) * w
 
@@ -72,7 +111,23 @@ def _down_pair(field, rows, y, radius, first, second, acc, spare):
         value = np.float64(centre[x])
         acc[x] = value * first[0]
         spare[x] = value * second[0]
-    for j in range(radius, 0, -1):
+    j = radius
+    while j >= 4:
+        a1, b1 = field[rows[radius + y - j]], field[rows[radius + y + j]]
+        a2, b2 = field[rows[radius + y - j + 1]], field[rows[radius + y + j - 1]]
+        a3, b3 = field[rows[radius + y - j + 2]], field[rows[radius + y + j - 2]]
+        a4, b4 = field[rows[radius + y - j + 3]], field[rows[radius + y + j - 3]]
+        w1, w2, w3, w4 = first[j], first[j - 1], first[j - 2], first[j - 3]
+        v1, v2, v3, v4 = second[j], second[j - 1], second[j - 2], second[j - 3]
+        for x in range(width):
+            p1 = np.float64(a1[x]) + np.float64(b1[x])
+            p2 = np.float64(a2[x]) + np.float64(b2[x])
+            p3 = np.float64(a3[x]) + np.float64(b3[x])
+            p4 = np.float64(a4[x]) + np.float64(b4[x])
+            acc[x] = (((acc[x] + p1 * w1) + p2 * w2) + p3 * w3) + p4 * w4
+            spare[x] = (((spare[x] + p1 * v1) + p2 * v2) + p3 * v3) + p4 * v4
+        j -= 4
+    while j >= 1:
         above = field[rows[radius + y - j]]
         below = field[rows[radius + y + j]]
         w, v = first[j], second[j]
@@ -80,6 +135,7 @@ def _down_pair(field, rows, y, radius, first, second, acc, spare):
             pair = np.float64(above[x]) + np.float64(below[x])
             acc[x] = acc[x] + pair * w
             spare[x] = spare[x] + pair * v
+        j -= 1
 
 
 @numba.njit(nogil=True, cache=True)
