@@ -1,0 +1,102 @@
+"""Registration's shared pieces: the one-axis transforms against SciPy's 2-D calls, the runs of pairs
+grouped by reference, and the distinct reference fields the core hands a backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import fft
+
+from spacr_accel_core.contract._registration import reference_fields
+from spacr_accel_core.toolkit import real_spectrum, real_surface, reference_runs
+
+
+@settings(max_examples=40, deadline=None)
+@given(height=st.integers(1, 23), width=st.integers(1, 23), seed=st.integers(0, 2**32 - 1),
+       dtype=st.sampled_from([np.float32, np.float64]), workers=st.sampled_from([1, 2]))
+def test_the_one_axis_transforms_are_scipys_2d_ones(height: int, width: int, seed: int, dtype: type,
+                                                    workers: int) -> None:
+    field = np.random.default_rng(seed).standard_normal((2, height, width)).astype(dtype)
+    spectrum = real_spectrum(field, workers)
+    want = fft.rfft2(field.astype(np.float64))
+    assert spectrum.dtype == np.complex128 and spectrum.shape == want.shape
+    scale = max(float(np.abs(want).max()), 1e-300)
+    assert float(np.abs(spectrum - want).max()) <= 1e-13 * scale
+    surface = real_surface(spectrum, width, workers)
+    assert surface.dtype == np.float64 and surface.shape == field.shape
+    np.testing.assert_allclose(surface, fft.irfft2(want, s=(height, width)), rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(surface, field, rtol=0, atol=1e-12 * max(1.0, scale))
+
+
+@settings(max_examples=60, deadline=None)
+@given(pairing=st.lists(st.integers(0, 5), min_size=1, max_size=40), runs=st.integers(1, 8))
+def test_reference_runs_cover_every_pair_once_grouped_by_reference(pairing: list[int], runs: int) -> None:
+    index = np.array(pairing, dtype=np.int64)
+    cut = reference_runs(index, runs)
+    assert 1 <= len(cut) <= min(runs, index.size) and all(run.size for run in cut)
+    together = np.concatenate(cut)
+    assert sorted(together.tolist()) == list(range(index.size))
+    assert (np.diff(index[together]) >= 0).all(), "pairs are walked in order of their reference"
+    sizes = [run.size for run in cut]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def _check_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    fields, pairing = reference_fields(first)
+    lead, plane = first.shape[:-2], first.shape[-2:]
+    assert fields.flags.c_contiguous and fields.shape[1:] == plane
+    assert pairing.dtype == np.int64 and pairing.shape == (int(np.prod(lead, dtype=np.int64)),)
+    np.testing.assert_array_equal(fields[pairing], np.reshape(first, (-1, *plane)))
+    return fields, pairing
+
+
+@pytest.mark.parametrize("lead", [(), (1,), (3,), (2, 3)])
+def test_distinct_fields_of_a_plain_stack_are_the_stack(lead: tuple[int, ...]) -> None:
+    first = np.random.default_rng(1).random((*lead, 5, 4))
+    fields, pairing = _check_fields(first)
+    np.testing.assert_array_equal(pairing, np.arange(pairing.size))
+    assert fields.shape[0] == pairing.size
+
+
+def test_a_broadcast_reference_is_read_once_per_distinct_field() -> None:
+    cycle = np.random.default_rng(2).random((1, 4, 6, 5))
+    first = np.broadcast_to(cycle, (11, 4, 6, 5))
+    fields, pairing = _check_fields(first)
+    assert fields.shape[0] == 4
+    np.testing.assert_array_equal(pairing, np.tile(np.arange(4), 11))
+    one = np.broadcast_to(cycle[:, :1], (11, 4, 6, 5))  # every axis broadcast: one field
+    fields, pairing = _check_fields(one)
+    assert fields.shape[0] == 1 and not pairing.any()
+
+
+def test_fields_equal_in_value_point_at_the_first() -> None:
+    rng = np.random.default_rng(3)
+    cycle = rng.random((2, 6, 5))
+    first = np.stack([cycle[0], cycle[1], cycle[0].copy(), cycle[1] + 1e-12, cycle[1].copy()])
+    _, pairing = _check_fields(first)
+    np.testing.assert_array_equal(pairing, [0, 1, 0, 3, 1])
+
+
+def test_fields_sharing_every_sampled_pixel_are_still_compared_whole() -> None:
+    first = np.zeros((3, 64, 64))
+    first[1, 17, 29] = 1.0  # off the sampled pixels and the last row: the key is the same
+    first[2] = first[0]
+    _, pairing = _check_fields(first)
+    np.testing.assert_array_equal(pairing, [0, 1, 0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_reference_fields_on_drawn_stacks(data: st.DataObject) -> None:
+    distinct = data.draw(st.integers(1, 4))
+    plane = (data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    values = rng.integers(0, 3, size=(distinct, *plane)).astype(np.float64)  # small values: repeats by chance
+    chosen = data.draw(st.lists(st.integers(0, distinct - 1), min_size=1, max_size=12))
+    first = values[chosen]
+    fields, pairing = _check_fields(first)
+    for i in range(len(chosen)):
+        equal = [j for j in range(len(chosen)) if np.array_equal(first[j], first[i])]
+        assert pairing[i] == equal[0], "each pair points at the first field equal to its own"
