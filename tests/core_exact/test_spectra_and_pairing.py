@@ -96,7 +96,7 @@ def test_reference_fields_on_drawn_stacks(data: st.DataObject) -> None:
     values = rng.integers(0, 3, size=(distinct, *plane)).astype(np.float64)  # small values: repeats by chance
     chosen = data.draw(st.lists(st.integers(0, distinct - 1), min_size=1, max_size=12))
     first = values[chosen]
-    fields, pairing = _check_fields(first)
+    _, pairing = _check_fields(first)
     for i in range(len(chosen)):
         equal = [j for j in range(len(chosen)) if np.array_equal(first[j], first[i])]
         assert pairing[i] == equal[0], "each pair points at the first field equal to its own"
