@@ -18,7 +18,7 @@ from spacr_accel_core.toolkit import real_spectrum, real_surface, reference_runs
        dtype=st.sampled_from([np.float32, np.float64]), workers=st.sampled_from([1, 2]))
 def test_the_one_axis_transforms_are_scipys_2d_ones(height: int, width: int, seed: int, dtype: type,
                                                     workers: int) -> None:
-    field = np.random.default_rng(seed).standard_normal((2, height, width)).astype(dtype)
+    field: np.ndarray = np.random.default_rng(seed).standard_normal((2, height, width)).astype(dtype)
     spectrum = real_spectrum(field, workers)
     want = fft.rfft2(field.astype(np.float64))
     assert spectrum.dtype == np.complex128 and spectrum.shape == want.shape
