@@ -87,6 +87,21 @@ def test_fields_sharing_every_sampled_pixel_are_still_compared_whole() -> None:
     np.testing.assert_array_equal(pairing, [0, 1, 0])
 
 
+def test_a_field_is_compared_whole_with_a_bounded_number_of_earlier_ones() -> None:
+    """Fields agreeing on every sampled pixel (a mask, a zero-padded tile) are compared whole with
+    at most four earlier ones of their key: a repeat within those is found, a later one is not
+    (it is transformed again), and the answer's pairing is right either way."""
+    first = np.zeros((7, 64, 64))
+    for i in range(6):
+        first[i, 17, 29] = i + 1.0  # off the sampled pixels: one key for all
+    first[6] = first[2]
+    _, pairing = _check_fields(first)
+    np.testing.assert_array_equal(pairing, [0, 1, 2, 3, 4, 5, 2])
+    first[6] = first[5]  # the sixth distinct field of the key: past the four compared
+    _, pairing = _check_fields(first)
+    np.testing.assert_array_equal(pairing, np.arange(7))
+
+
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_reference_fields_on_drawn_stacks(data: st.DataObject) -> None:

@@ -136,6 +136,15 @@ def test_a_shared_reference_reaches_a_plugin_once_with_the_pairing(private, nump
     # first of the equal fields (the others are never read)
     assert seen["paired"] == [((2, 16, 18), (0, 1) * 3, False, False), ((6, 16, 18), (0, 1) * 3, False, False)]
     assert seen["one_each"] == [((6, 16, 18), False)] * 2
+    # A cast keeps the broadcast: a float32 reference against float64 cycles, and integer fields.
+    for first, second in ((np.broadcast_to(cycles[:1].astype(np.float32), cycles.shape), cycles),
+                          (np.broadcast_to(np.round(cycles[:1] * 1000).astype(np.uint16), cycles.shape),
+                           np.round(cycles * 1000).astype(np.uint16))):
+        got = ops.phase_correlate(first, second, backend="paired")
+        assert seen["paired"][-1] == ((2, 16, 18), (0, 1) * 3, False, False)
+        want = ops.phase_correlate(np.array(first, dtype=np.float64), second.astype(np.float64), backend="numpy")
+        for field in ("dy", "dx", "peak_ratio", "accepted"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
     distinct = ops.phase_correlate(cycles, cycles[::-1], backend="paired")
     assert seen["paired"][-1][:2] == ((6, 16, 18), tuple(range(6)))
     assert distinct.dy.shape == (3, 2)

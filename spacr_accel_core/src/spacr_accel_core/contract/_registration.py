@@ -105,11 +105,14 @@ def reference_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     of copies (a second's page faults on a fresh process) of fields whose transforms are then
     computed again and again. A leading axis with stride 0 is read at its first index only, and
     fields equal in value (a reference repeated with ``np.repeat``) share the first one's index:
-    found by a key of a few sampled rows, confirmed by comparing the whole field.
+    found by a key of sampled pixels, confirmed by comparing the whole field. A field is compared
+    whole with at most :data:`_COMPARED` earlier fields of its key, so a stack of fields that agree
+    on every sampled pixel (masks, zero-padded tiles) costs a bounded number of comparisons each,
+    not one per earlier field; past that a repeat is merely transformed again.
 
     :param first: the caller's reference stack (finite, already checked).
     :returns: C-contiguous ``(K, H, W)`` fields and int64 ``(B,)`` indices into them, ``B`` the
-        number of pairs.
+        number of pairs; a field equal to an earlier one is left in place and never pointed at.
     """
     lead, plane = first.shape[:-2], first.shape[-2:]
     seen = first[tuple(slice(0, 1) if first.strides[i] == 0 else slice(None) for i in range(len(lead)))]
@@ -118,14 +121,19 @@ def reference_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     same = np.arange(count, dtype=np.int64)
     flat = fields.reshape(count, -1)
     step = max(1, flat.shape[1] // 1024)
-    firsts: dict[bytes, list[int]] = {}
+    firsts: dict[int, list[int]] = {}
     for index in range(count):
-        key = flat[index, ::step].tobytes() + flat[index, -plane[1]:].tobytes()
+        key = hash(flat[index, ::step].tobytes() + flat[index, -plane[1]:].tobytes())
         candidates = firsts.setdefault(key, [])
-        match = next((known for known in candidates if np.array_equal(fields[known], fields[index])), None)
+        match = next((known for known in candidates[:_COMPARED]
+                      if np.array_equal(flat[known], flat[index])), None)
         if match is None:
             candidates.append(index)
         else:
             same[index] = match
     pairing = np.broadcast_to(same.reshape(seen.shape[:-2]), lead).reshape(-1)
     return fields, np.ascontiguousarray(pairing)
+
+
+_COMPARED = 4
+"""Earlier fields sharing a field's sampled key that it is compared with whole, at most."""
