@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from .contract._registration import Registration, judge, reference_fields
+from .contract._registration import (
+    Registration,
+    cast_keeping_broadcast,
+    judge,
+    reference_fields,
+    repeats_read_once,
+)
 from .dispatch._registry import REGISTRY
 from .operations._checks import (
     _F32,
@@ -524,24 +530,10 @@ def window_maxima(stack: Any, points: Any, size: Any, *, gpu: Any = True, backen
     return result.reshape(rows.shape[0], *lead)
 
 
-def _repeats_read_once(array: np.ndarray) -> np.ndarray:
-    """The stack with each leading axis of stride 0 (``np.broadcast_to``) read at its first index
-    only, as a length-1 axis that broadcasts back: each distinct field once."""
-    return array[tuple(slice(0, 1) if array.strides[i] == 0 else slice(None) for i in range(array.ndim - 2))]
-
-
-def _as_dtype(array: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
-    """``array`` in ``dtype``; a broadcast stays a broadcast (its distinct fields cast, not its
-    copies), so a reference cycle given as a view of one cycle is still one cycle to the backend."""
-    if array.dtype == dtype:
-        return array
-    return np.broadcast_to(_repeats_read_once(array).astype(dtype), array.shape)
-
-
 def _registered(value: Any, name: str) -> np.ndarray:
     """A field as registration computes on it: float32 or float64 as it is, other numbers as float64."""
     array = _numeric(value, name)
-    return array if array.dtype in (_F32, np.dtype(np.float64)) else _as_dtype(array, np.dtype(np.float64))
+    return array if array.dtype in (_F32, np.dtype(np.float64)) else cast_keeping_broadcast(array, np.dtype(np.float64))
 
 
 def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
@@ -576,7 +568,7 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
     a, b = _registered(first, "first"), _registered(second, "second")
     field_pair(a, b)
     if a.dtype != b.dtype:
-        a, b = _as_dtype(a, np.dtype(np.float64)), _as_dtype(b, np.dtype(np.float64))
+        a, b = cast_keeping_broadcast(a, np.dtype(np.float64)), cast_keeping_broadcast(b, np.dtype(np.float64))
     shape = a.shape
     count = int(np.prod(shape[:-2], dtype=np.int64))
     varies: np.ndarray = np.ones(shape[:-2], dtype=bool)
@@ -585,7 +577,7 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
             break
         # Two reductions answer both questions: NaN and inf reach the minimum or the maximum. Read
         # once per distinct field: a reference cycle broadcast against every cycle is one field.
-        seen = _repeats_read_once(data)
+        seen = repeats_read_once(data)
         low, high = seen.min(axis=(-2, -1)), seen.max(axis=(-2, -1))
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
             raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")

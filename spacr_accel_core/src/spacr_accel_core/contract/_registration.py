@@ -96,6 +96,20 @@ def judge(peaks: np.ndarray, ratios: np.ndarray, varies: np.ndarray, shape: tupl
     return Registration(dy.reshape(lead), dx.reshape(lead), ratios.reshape(lead), accepted.reshape(lead), backend)
 
 
+def repeats_read_once(array: np.ndarray) -> np.ndarray:
+    """The stack with each leading axis of stride 0 (``np.broadcast_to``) read at its first index
+    only, as a length-1 axis that broadcasts back: each distinct field once."""
+    return array[tuple(slice(0, 1) if array.strides[i] == 0 else slice(None) for i in range(array.ndim - 2))]
+
+
+def cast_keeping_broadcast(array: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+    """``array`` in ``dtype``; a broadcast stays a broadcast (its distinct fields cast, not its
+    copies), so a reference cycle given as a view of one cycle is still one cycle to the backend."""
+    if array.dtype == dtype:
+        return array
+    return np.broadcast_to(repeats_read_once(array).astype(dtype), array.shape)
+
+
 def reference_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct fields of ``first`` (a stack ``(..., H, W)`` of references) and, for each pair,
     the index of the one it is registered against: what a backend transforms once and reuses.
@@ -115,7 +129,7 @@ def reference_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         number of pairs; a field equal to an earlier one is left in place and never pointed at.
     """
     lead, plane = first.shape[:-2], first.shape[-2:]
-    seen = first[tuple(slice(0, 1) if first.strides[i] == 0 else slice(None) for i in range(len(lead)))]
+    seen = repeats_read_once(first)
     fields = np.ascontiguousarray(seen).reshape(-1, *plane)
     count = fields.shape[0]
     same = np.arange(count, dtype=np.int64)
