@@ -23,6 +23,16 @@ import numba
 import numpy as np
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _four_pairs(field, rows, radius, y, j):
+    """The rows ``j``, ``j - 1``, ``j - 2`` and ``j - 3`` above row ``y`` and below it, each above
+    row with its mirror below (``rows`` maps the continued rows to the field's)."""
+    return (field[rows[radius + y - j]], field[rows[radius + y + j]],
+            field[rows[radius + y - j + 1]], field[rows[radius + y + j - 1]],
+            field[rows[radius + y - j + 2]], field[rows[radius + y + j - 2]],
+            field[rows[radius + y - j + 3]], field[rows[radius + y + j - 3]])
+
+
 @numba.njit(nogil=True, cache=True)
 def _down(field, rows, y, radius, weights, sign, acc):
     """``acc`` = the float64 column pass of row ``y`` (``rows`` maps the continued rows to the field's)."""
@@ -34,10 +44,7 @@ def _down(field, rows, y, radius, weights, sign, acc):
     j = radius
     if sign > 0:
         while j >= 4:
-            a1, b1 = field[rows[radius + y - j]], field[rows[radius + y + j]]
-            a2, b2 = field[rows[radius + y - j + 1]], field[rows[radius + y + j - 1]]
-            a3, b3 = field[rows[radius + y - j + 2]], field[rows[radius + y + j - 2]]
-            a4, b4 = field[rows[radius + y - j + 3]], field[rows[radius + y + j - 3]]
+            a1, b1, a2, b2, a3, b3, a4, b4 = _four_pairs(field, rows, radius, y, j)
             w1, w2, w3, w4 = weights[j], weights[j - 1], weights[j - 2], weights[j - 3]
             for x in range(width):
                 acc[x] = ((((acc[x] + (np.float64(a1[x]) + np.float64(b1[x])) * w1)
@@ -113,10 +120,7 @@ def _down_pair(field, rows, y, radius, first, second, acc, spare):
         spare[x] = value * second[0]
     j = radius
     while j >= 4:
-        a1, b1 = field[rows[radius + y - j]], field[rows[radius + y + j]]
-        a2, b2 = field[rows[radius + y - j + 1]], field[rows[radius + y + j - 1]]
-        a3, b3 = field[rows[radius + y - j + 2]], field[rows[radius + y + j - 2]]
-        a4, b4 = field[rows[radius + y - j + 3]], field[rows[radius + y + j - 3]]
+        a1, b1, a2, b2, a3, b3, a4, b4 = _four_pairs(field, rows, radius, y, j)
         w1, w2, w3, w4 = first[j], first[j - 1], first[j - 2], first[j - 3]
         v1, v2, v3, v4 = second[j], second[j - 1], second[j - 2], second[j - 3]
         for x in range(width):
