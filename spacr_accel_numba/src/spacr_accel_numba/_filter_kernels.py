@@ -9,14 +9,19 @@ the doubling pass (:func:`_across`) and the band (:func:`_band`) take ``largest`
 constant ``True`` or ``False`` in the compiled caller: numba types a constant argument as a literal
 and compiles one variant per value, in which the choice (:func:`_extreme`) is a constant that LLVM
 folds away before it vectorises the loops. (From Python a plain ``bool`` would not be a literal:
-call :func:`filter_band` or :func:`minimum_band`.) Against the three hand-copied loop nests these
-replaced (the maximum's, the minimum's and the local maxima's), measured side by side on one
-thread, best of 15 alternating runs: the same bits, as many vector instructions in each variant
-of :func:`_band` as in the maximum's old loop nest (164 for float32, 104 for uint16), and every
-time within 1.5% either way (4096 x 4096 float32 at sizes 3 to 31, 2048 x 2048 uint16 at size 5).
-Passing :func:`_largest` itself as the argument timed the same, but numba then embeds the
-function object's address in the caller, and a kernel holding an address is not cached on disk.
-:func:`._science_kernels.peaks_band` builds its rows from the same blocks and doubling pass.
+call :func:`filter_band` or :func:`minimum_band`.) The block helpers are inlined by numba
+(``inline="always"``) so that each variant of :func:`_band` keeps the shape of the loop nest it
+replaced: as separate functions LLVM left them as calls, each taking and dropping references to
+its row views. Inlined, :func:`_band` calls the same functions and compiles to as many vector
+instructions (164 for float32, 104 for uint16) as the hand-copied nest, and against the three
+copies (the maximum's, the minimum's, the local maxima's), side by side on one thread, best of 21
+alternating runs: the same bits, the size-3 float32 window about 1% slower (two copies of the old
+loops differ by up to 1.5% run to run), sizes 15 and 31 within 1% either way, the 2048 x 2048
+uint16 field at size 5 within 2% on repeated runs (single runs of that 1.6 ms case scatter by up
+to 8%), local maxima 3% faster. Passing :func:`_largest` itself as the argument timed the
+same, but numba then embeds the function object's address in the caller, and a kernel holding an
+address is not cached on disk. :func:`._science_kernels.peaks_band` builds its rows from the same
+blocks and doubling pass.
 """
 
 from __future__ import annotations
@@ -91,7 +96,16 @@ def _across(padded, out, spare, width, radius, largest):
         reached += step
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, inline="always")
+def _buffers(field, down, across):
+    """A band's working rows, in the field's dtype: the suffix and the prefix runs of a block
+    (``2 down + 1`` rows each, :func:`_runs`), and the padded row :func:`_across` reads with its spare."""
+    k, width = 2 * down + 1, field.shape[1]
+    return (np.empty((k, width), field.dtype), np.empty((k, width), field.dtype),
+            np.empty(width + 2 * across, field.dtype), np.empty(width + 2 * across, field.dtype))
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
 def _runs(field, suffix, prefix, top, largest):
     """The runs of the block of ``k`` rows (``k`` = ``suffix``'s rows) starting at row ``top`` (in
     edge-repeated coordinates): ``suffix[j]`` = the extreme of the block's rows ``j`` to ``k - 1``,
@@ -120,7 +134,7 @@ def _runs(field, suffix, prefix, top, largest):
                 dst[x] = _extreme(above[x], src[x], largest)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, inline="always")
 def _block_row(suffix, prefix, j, middle, largest):
     """``middle`` = the column extreme of the window starting ``j`` rows into the block whose runs
     :func:`_runs` filled: the block's suffix from ``j`` with the next block's prefix to ``j - 1``."""
@@ -147,10 +161,7 @@ def _band(field, out, down, across, first_row, stop_row, largest):
     """
     width = field.shape[1]
     k = 2 * down + 1
-    suffix = np.empty((k, width), field.dtype)
-    prefix = np.empty((k, width), field.dtype)
-    padded = np.empty(width + 2 * across, field.dtype)
-    spare = np.empty(width + 2 * across, field.dtype)
+    suffix, prefix, padded, spare = _buffers(field, down, across)
     # The column extreme goes straight into the padded row the across pass reads.
     middle = padded[across:across + width]
     for block in range(first_row // k, (stop_row - 1) // k + 1):

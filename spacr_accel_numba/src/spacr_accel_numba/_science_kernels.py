@@ -23,7 +23,7 @@ import numba.core.cgutils
 import numba.extending
 import numpy as np
 
-from ._filter_kernels import _across, _block_row, _runs
+from ._filter_kernels import _across, _block_row, _buffers, _runs
 from ._kernels import _slab_gap, _slot, _squared
 
 _SHRINK = 1.0 - 1e-9  # relative slack on a squared bound before it may rule a cell out (as _kernels)
@@ -295,10 +295,7 @@ def peaks_band(  # noqa: PLR0912  # one loop nest, whole, so LLVM sees it entire
     """
     width = field.shape[1]
     k = 2 * down + 1
-    suffix = np.empty((k, width), field.dtype)
-    prefix = np.empty((k, width), field.dtype)
-    padded = np.empty(width + 2 * across, field.dtype)
-    spare = np.empty(width + 2 * across, field.dtype)
+    suffix, prefix, padded, spare = _buffers(field, down, across)
     row_max = np.empty(width, np.float32)
     columns = np.empty(width, np.int64)
     mask = np.zeros(-(-width // 8) * 8, np.uint8)  # the tail past the width stays 0
