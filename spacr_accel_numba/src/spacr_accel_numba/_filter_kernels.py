@@ -106,12 +106,11 @@ def _buffers(field, down, across):
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _runs(field, suffix, prefix, top, largest):
-    """The runs of the block of ``k`` rows (``k`` = ``suffix``'s rows) starting at row ``top`` (in
+def _runs(field, suffix, prefix, top, k, largest):
+    """The runs of the block of ``k`` rows (``suffix``'s and ``prefix``'s) starting at row ``top`` (in
     edge-repeated coordinates): ``suffix[j]`` = the extreme of the block's rows ``j`` to ``k - 1``,
     ``prefix[j]`` = that of the next block's rows ``0`` to ``j``."""
     height, width = field.shape
-    k = suffix.shape[0]
     for j in range(k - 1, -1, -1):
         src = field[min(max(top + j, 0), height - 1)]
         dst = suffix[j]
@@ -138,7 +137,7 @@ def _runs(field, suffix, prefix, top, largest):
 def _block_row(suffix, prefix, j, middle, largest):
     """``middle`` = the column extreme of the window starting ``j`` rows into the block whose runs
     :func:`_runs` filled: the block's suffix from ``j`` with the next block's prefix to ``j - 1``."""
-    width = middle.shape[0]
+    width = suffix.shape[1]
     tail = suffix[j]
     if j == 0:
         for x in range(width):
@@ -165,7 +164,7 @@ def _band(field, out, down, across, first_row, stop_row, largest):
     # The column extreme goes straight into the padded row the across pass reads.
     middle = padded[across:across + width]
     for block in range(first_row // k, (stop_row - 1) // k + 1):
-        _runs(field, suffix, prefix, block * k - down, largest)
+        _runs(field, suffix, prefix, block * k - down, k, largest)
         for y in range(max(first_row, block * k), min(stop_row, (block + 1) * k)):
             _block_row(suffix, prefix, y - block * k, middle, largest)
             if across == 0:  # a one-column field: no across pass, only the cast

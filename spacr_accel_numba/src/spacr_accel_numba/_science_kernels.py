@@ -303,7 +303,7 @@ def peaks_band(  # noqa: PLR0912  # one loop nest, whole, so LLVM sees it entire
     middle = padded[across:across + width]
     for block in range(first_row // k, (stop_row - 1) // k + 1):
         if down > 0:
-            _runs(field, suffix, prefix, block * k - down, True)
+            _runs(field, suffix, prefix, block * k - down, k, True)
         for y in range(max(first_row, block * k), min(stop_row, (block + 1) * k)):
             if down == 0:  # a one-row field: no pass down the columns
                 src = field[y]
