@@ -15,10 +15,10 @@ replaced: as separate functions LLVM left them as calls, each taking and droppin
 its row views. Inlined, :func:`_band` calls the same functions and compiles to as many vector
 instructions (164 for float32, 104 for uint16) as the hand-copied nest, and against the three
 copies (the maximum's, the minimum's, the local maxima's), side by side on one thread, best of 21
-alternating runs: the same bits, the size-3 float32 window about 1% slower (two copies of the old
-loops differ by up to 1.5% run to run), sizes 15 and 31 within 1% either way, the 2048 x 2048
-uint16 field at size 5 within 2% on repeated runs (single runs of that 1.6 ms case scatter by up
-to 8%), local maxima 3% faster. Passing :func:`_largest` itself as the argument timed the
+alternating runs: the same bits; the 4096 x 4096 float32 windows (sizes 3, 15 and 31) and local
+maxima within 2% either way, as two copies of the old loops differ run to run; the 1.6 ms
+2048 x 2048 uint16 window at size 5 about 2% slower on the median of six processes (single runs
+of it scatter by up to 8% either way). Passing :func:`_largest` itself as the argument timed the
 same, but numba then embeds the function object's address in the caller, and a kernel holding an
 address is not cached on disk. :func:`._science_kernels.peaks_band` builds its rows from the same
 blocks and doubling pass.
