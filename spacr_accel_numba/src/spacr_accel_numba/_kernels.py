@@ -26,7 +26,7 @@ import numba.core.cgutils
 import numba.extending
 import numpy as np
 
-from ._filter_kernels import _across, _largest, filter_band  # noqa: F401  (every kernel is reached through this module: the warm-up's)
+from ._filter_kernels import filter_band  # noqa: F401  (every kernel is reached through this module: the warm-up's)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -23,7 +23,7 @@ import numba.core.cgutils
 import numba.extending
 import numpy as np
 
-from ._filter_kernels import _across, _largest
+from ._filter_kernels import _across, _block_row, _buffers, _runs
 from ._kernels import _slab_gap, _slot, _squared
 
 _SHRINK = 1.0 - 1e-9  # relative slack on a squared bound before it may rule a cell out (as _kernels)
@@ -279,12 +279,13 @@ def _room(coords, held, more):
 
 
 @numba.njit(nogil=True, cache=True)
-def peaks_band(  # noqa: PLR0912, PLR0915  # one loop nest, whole, so LLVM sees it entire
+def peaks_band(  # noqa: PLR0912  # one loop nest, whole, so LLVM sees it entire
         field, plane, down, across, first_row, stop_row, bounded, below, coords, held):
     """The local maxima of rows ``first_row:stop_row`` of one 2-D field, appended to ``coords``.
 
-    The window maximum is :func:`._kernels.filter_band`'s, row by row (van Herk/Gil-Werman down the
-    columns, :func:`._kernels._across` along the row), but each filtered row is compared with the
+    The window maximum is :func:`._filter_kernels.filter_band`'s, row by row, by its loops (the
+    van Herk/Gil-Werman blocks of :func:`._filter_kernels._runs` and :func:`._filter_kernels._block_row`
+    down the columns, :func:`._filter_kernels._across` along the row), but each filtered row is compared with the
     field's row while both are in cache, and only the coordinates of the pixels equal to it (and
     greater than the float32 ``below`` when ``bounded``) are kept: the
     filtered field is never written out. ``first_row`` is a multiple of ``2 down + 1``.
@@ -292,60 +293,29 @@ def peaks_band(  # noqa: PLR0912, PLR0915  # one loop nest, whole, so LLVM sees 
     :returns: ``(coords, held)``: the int64 buffer, ``(capacity, 3)`` rows ``(plane, y, x)`` or
         ``(capacity, 2)`` rows ``(y, x)`` as it was passed, and its count.
     """
-    height, width = field.shape
+    width = field.shape[1]
     k = 2 * down + 1
-    suffix = np.empty((k, width), field.dtype)
-    prefix = np.empty((k, width), field.dtype)
-    padded = np.empty(width + 2 * across, field.dtype)
-    spare = np.empty(width + 2 * across, field.dtype)
+    suffix, prefix, padded, spare = _buffers(field, down, across)
     row_max = np.empty(width, np.float32)
     columns = np.empty(width, np.int64)
     mask = np.zeros(-(-width // 8) * 8, np.uint8)  # the tail past the width stays 0
     words = mask.view(np.uint64)
     middle = padded[across:across + width]
     for block in range(first_row // k, (stop_row - 1) // k + 1):
-        top = block * k - down
         if down > 0:
-            for j in range(k - 1, -1, -1):
-                src = field[min(max(top + j, 0), height - 1)]
-                dst = suffix[j]
-                if j == k - 1:
-                    for x in range(width):
-                        dst[x] = src[x]
-                else:
-                    under = suffix[j + 1]
-                    for x in range(width):
-                        dst[x] = _largest(src[x], under[x])
-            for j in range(k):
-                src = field[min(max(top + k + j, 0), height - 1)]
-                dst = prefix[j]
-                if j == 0:
-                    for x in range(width):
-                        dst[x] = src[x]
-                else:
-                    above = prefix[j - 1]
-                    for x in range(width):
-                        dst[x] = _largest(above[x], src[x])
+            _runs(field, suffix, prefix, block * k - down, k, True)
         for y in range(max(first_row, block * k), min(stop_row, (block + 1) * k)):
-            j = y - block * k
             if down == 0:  # a one-row field: no pass down the columns
                 src = field[y]
                 for x in range(width):
                     middle[x] = src[x]
             else:
-                tail = suffix[j]
-                if j == 0:
-                    for x in range(width):
-                        middle[x] = tail[x]
-                else:
-                    head = prefix[j - 1]
-                    for x in range(width):
-                        middle[x] = _largest(tail[x], head[x])
+                _block_row(suffix, prefix, y - block * k, middle, True)
             if across == 0:
                 for x in range(width):
                     row_max[x] = np.float32(middle[x])
             else:
-                _across(padded, row_max, spare, width, across)
+                _across(padded, row_max, spare, width, across, True)
             # Which pixels are peaks, as a byte mask in one vectorised pass (a NaN equals nothing);
             # then only the 8-byte words of the mask holding a peak are looked at again.
             values = field[y]

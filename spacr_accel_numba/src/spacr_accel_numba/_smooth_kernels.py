@@ -1,5 +1,6 @@
 # mypy: disallow-untyped-defs=False, disallow-untyped-calls=False
-"""The compiled loops of the decode chain's filters: the Gaussian passes and the windowed minimum.
+"""The compiled loops of the decode chain's filters: the Gaussian passes, and the windowed minimum
+(:func:`._filter_kernels.minimum_band`, the window maximum's loops with the minimum, re-exported).
 
 Imported only when one of those operations first runs (``import numba`` costs ~0.5 s); every loop
 is ``nogil`` (the driver :mod:`._smooth` splits the rows between threads) and cached on disk.
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+from ._filter_kernels import minimum_band  # noqa: F401  (the driver :mod:`._smooth` reaches every loop through this module)
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -200,106 +203,4 @@ def smooth_band(field, out, rows, columns, down, across, signs, first_row, stop_
             else:
                 for x in range(width):
                     target[x] = target[x] + np.float32(acc[x])
-    return 0
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _smallest(a, b):
-    # The NaN rule (a window holding a NaN yields NaN), branch-free so that it vectorises.
-    return a if (a < b) | (a != a) else b  # noqa: PLR0124  # a != a is the NaN test for every dtype
-
-
-@numba.njit(nogil=True, cache=True)
-def _pair(src, dst, n, step):
-    first = src[:n]
-    second = src[step:step + n]
-    out = dst[:n]
-    for x in range(n):
-        out[x] = _smallest(first[x], second[x])
-
-
-@numba.njit(nogil=True, cache=True)
-def _pair_out(src, out, n, step):
-    first = src[:n]
-    second = src[step:step + n]
-    for x in range(n):
-        out[x] = np.float32(_smallest(first[x], second[x])) + np.float32(0.0)
-
-
-@numba.njit(nogil=True, cache=True)
-def _across_min(padded, out, spare, width, radius):
-    """``out`` = the ``2 radius + 1`` wide running minimum of the row in ``padded[radius:radius +
-    width]``, its ends repeated (the minimum of a window clipped to the row), by doubling."""
-    size = 2 * radius + 1
-    first, last = padded[radius], padded[radius + width - 1]
-    for x in range(radius):
-        padded[x] = first
-        padded[radius + width + x] = last
-    length = width + 2 * radius
-    reached = 1
-    flipped = False
-    while True:
-        step = min(reached, size - reached)
-        if reached + step == size:
-            _pair_out(spare if flipped else padded, out, width, step)
-            return
-        length -= step
-        if flipped:
-            _pair(spare, padded, length, step)
-        else:
-            _pair(padded, spare, length, step)
-        flipped = not flipped
-        reached += step
-
-
-@numba.njit(nogil=True, cache=True)
-def minimum_band(field, out, down, across, first_row, stop_row):  # noqa: PLR0912  # one loop nest
-    """Rows ``first_row:stop_row`` of the window minimum of ``field`` into float32 ``out``: the
-    maximum filter's van Herk/Gil-Werman blocks down the columns (``first_row`` a multiple of
-    ``2 down + 1``) and doubling along the rows, with the minimum. A minimum of zero is ``+0.0``."""
-    height, width = field.shape
-    k = 2 * down + 1
-    suffix = np.empty((k, width), field.dtype)
-    prefix = np.empty((k, width), field.dtype)
-    padded = np.empty(width + 2 * across, field.dtype)
-    spare = np.empty(width + 2 * across, field.dtype)
-    middle = padded[across:across + width]
-    for block in range(first_row // k, (stop_row - 1) // k + 1):
-        top = block * k - down
-        for j in range(k - 1, -1, -1):
-            src = field[min(max(top + j, 0), height - 1)]
-            dst = suffix[j]
-            if j == k - 1:
-                for x in range(width):
-                    dst[x] = src[x]
-            else:
-                below = suffix[j + 1]
-                for x in range(width):
-                    dst[x] = _smallest(src[x], below[x])
-        for j in range(k):
-            src = field[min(max(top + k + j, 0), height - 1)]
-            dst = prefix[j]
-            if j == 0:
-                for x in range(width):
-                    dst[x] = src[x]
-            else:
-                above = prefix[j - 1]
-                for x in range(width):
-                    dst[x] = _smallest(above[x], src[x])
-        for y in range(max(first_row, block * k), min(stop_row, (block + 1) * k)):
-            j = y - block * k
-            tail = suffix[j]
-            if j == 0:
-                for x in range(width):
-                    middle[x] = tail[x]
-            else:
-                head = prefix[j - 1]
-                for x in range(width):
-                    middle[x] = _smallest(tail[x], head[x])
-            if across == 0:
-                target = out[y]
-                for x in range(width):
-                    target[x] = np.float32(middle[x]) + np.float32(0.0)
-            else:
-                _across_min(padded, out[y], spare, width, across)
     return 0
