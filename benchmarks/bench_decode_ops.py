@@ -4,7 +4,7 @@
   spaCR's per-read loop (the 3 x 3 maximum of every plane at each read) and against our own
   ``maximum_filter`` of the whole stack followed by indexing.
 - ``phase_correlate``: one 1480 x 1480 pair against spaCR's NumPy path (the float64 ``rfft2``
-  surface, written out here as spaCR defines it) and OpenCV's ``cv2.phaseCorrelate`` (float32);
+  surface as spaCR defines it, ``bench_decode.spacr_phase_correlate``) and OpenCV's ``cv2.phaseCorrelate`` (float32);
   44 pairs in one call against 44 single calls.
 
 Each row is a ratio "ours / theirs" of the best of several interleaved repeats (the machine is
@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from bench_decode import spacr_phase_correlate  # spaCR's NumPy path, written out once, beside this file
 
 CPU: dict[str, float] = {}
 """The CPU seconds (all threads together) of each call of the last :func:`best_of`, least of the
@@ -59,22 +60,6 @@ def spacr_loop(stack: np.ndarray, peaks: np.ndarray, window: int = 1) -> np.ndar
         left, right = max(0, x - window), min(width, x + window + 1)
         out[i] = stack[:, :, top:bottom, left:right].max(axis=(2, 3))
     return out
-
-
-def spacr_numpy_surface(first: np.ndarray, second: np.ndarray) -> tuple[int, int, float]:
-    """spaCR's NumPy phase correlation: the float64 surface, its first maximum, the peak-to-mean ratio."""
-    a = np.fft.rfft2(np.asarray(first, dtype=np.float64))
-    b = np.fft.rfft2(np.asarray(second, dtype=np.float64))
-    product = a * np.conj(b)
-    magnitude = np.abs(product)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        product = np.where(magnitude > 0, product / magnitude, 0)
-    product[0, 0] = 0
-    surface = np.fft.irfft2(product, s=first.shape)
-    flat = int(np.argmax(surface))
-    y, x = np.unravel_index(flat, surface.shape)
-    mean = float(np.abs(surface).mean())
-    return int(y), int(x), float(surface.flat[flat]) / mean if mean > 0 else 0.0
 
 
 def _row(label: str, ours: float, theirs: float, target: float, cpu: tuple[str, str]) -> None:
@@ -116,16 +101,16 @@ def registration_rows(ops: Any, backends: list[str | None], quick: bool, repeat:
     shifts = rng.integers(-60, 60, size=(pairs, 2))
     second = np.stack([np.roll(f, tuple(-s), axis=(0, 1)) for f, s in zip(first, shifts, strict=True)])
     second += rng.normal(0.0, 1.0, size=second.shape).astype(np.float32)
-    y, x, ratio = spacr_numpy_surface(first[0], second[0])
+    dy, dx, ratio = spacr_phase_correlate(first[0], second[0])
     print(f"phase_correlate: one {side}x{side} float32 pair; {pairs} pairs in one call")
     for backend in backends:
         one = ops.phase_correlate(first[0], second[0], backend=backend)
-        assert (one.dy % side, one.dx % side) == (y, x) and abs(one.peak_ratio - ratio) <= 1e-9 * ratio
+        assert (one.dy, one.dx) == (dy, dx) and abs(one.peak_ratio - ratio) <= 1e-9 * ratio
         stacked = ops.phase_correlate(first, second, backend=backend)
         assert np.array_equal(np.stack([stacked.dy, stacked.dx], axis=1), shifts), "stack shifts differ"
         times = best_of({
             "ours": lambda backend=backend: ops.phase_correlate(first[0], second[0], backend=backend),
-            "spacr": lambda: spacr_numpy_surface(first[0], second[0]),
+            "spacr": lambda: spacr_phase_correlate(first[0], second[0]),
             "cv2": lambda: cv2.phaseCorrelate(first[0], second[0]),
             "stack": lambda backend=backend: ops.phase_correlate(first, second, backend=backend),
             "singles": lambda backend=backend: [ops.phase_correlate(a, b, backend=backend)
