@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy import fft
 
 from spacr_accel_core.contract._registration import reference_fields
-from spacr_accel_core.toolkit import real_spectrum, real_surface, reference_runs
+from spacr_accel_core.toolkit import correlate_by_reference, real_spectrum, real_surface, reference_runs
 
 
 @settings(max_examples=40, deadline=None)
@@ -41,6 +41,24 @@ def test_reference_runs_cover_every_pair_once_grouped_by_reference(pairing: list
     assert (np.diff(index[together]) >= 0).all(), "pairs are walked in order of their reference"
     sizes = [run.size for run in cut]
     assert max(sizes) - min(sizes) <= 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(pairing=st.lists(st.integers(0, 3), min_size=1, max_size=12), seed=st.integers(0, 2**32 - 1))
+def test_each_pair_is_computed_from_its_own_reference(pairing: list[int], seed: int) -> None:
+    """Whatever the runs and threads, pair ``i`` gets ``first[pairing[i]]``'s spectrum and
+    ``second[i]``, and each reference is transformed at most once per run."""
+    rng = np.random.default_rng(seed)
+    first, index = rng.random((4, 5, 6)), np.array(pairing, dtype=np.int64)
+    second = rng.random((index.size, 5, 6))
+
+    def pair(reference: np.ndarray, field: np.ndarray, workers: int) -> tuple[int, float]:
+        which = int(np.argmin([np.abs(reference - fft.rfft2(f)).max() for f in first]))
+        return which, float(field.sum())
+
+    peaks, ratios = correlate_by_reference(first, second, index, pair)
+    np.testing.assert_array_equal(peaks, index)
+    np.testing.assert_array_equal(ratios, second.sum(axis=(1, 2)))
 
 
 def _check_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

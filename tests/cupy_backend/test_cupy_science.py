@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import last_dispatch, ops, reference
 from spacr_accel_core.accelerator import DeviceMemory
-from spacr_accel_core.testing import reference_maximum_filter
+from spacr_accel_core.testing import packed_descriptors, reference_maximum_filter
 from spacr_accel_cupy import _kit, _knearest, _peaks, _plugin, _room
 
 KIT = _kit.numpy_kit()
@@ -67,19 +67,12 @@ def test_copies_of_one_point_go_to_the_exact_brute_force() -> None:
     np.testing.assert_array_equal(found, expected_found)
 
 
-@st.composite
-def descriptors(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    width = draw(st.sampled_from([1, 3, 32, 61]))
-    n, m = draw(st.integers(1, 60)), draw(st.integers(1, 60))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if draw(st.booleans()):
-        pool = rng.integers(0, 256, (int(rng.integers(1, 6)), width), dtype=np.uint8)
-        return pool[rng.integers(0, len(pool), n)], pool[rng.integers(0, len(pool), m)]
-    return rng.integers(0, 256, (n, width), dtype=np.uint8), rng.integers(0, 256, (m, width), dtype=np.uint8)
+DESCRIPTORS = packed_descriptors(widths=(1, 3, 32, 61))
+"""Widths either side of a 32-byte piece, ties everywhere or random rows."""
 
 
 @settings(max_examples=40, deadline=None)
-@given(bits=descriptors(), k=st.integers(1, 8), bound=st.sampled_from([None, 0, 3, 12, 100.5]),
+@given(bits=DESCRIPTORS, k=st.integers(1, 8), bound=st.sampled_from([None, 0, 3, 12, 100.5]),
        chunk=st.sampled_from([1, 5, 4096]))
 def test_hamming_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int, bound: float | None,
                                       chunk: int) -> None:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spacr_accel_core import reference
+from spacr_accel_core.testing import packed_descriptors
 from spacr_accel_torch import _grid, _hamming, _runtime
 
 CPU = _runtime.Device(torch.device("cpu"), True)
@@ -30,21 +31,14 @@ class _Card(_runtime.Device):
 CARD = _Card(torch.device("cpu"), True)
 
 
-@st.composite
-def wide_descriptors(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    """Target sets of 16 groups of 18 to 45 columns plus up to 15 more; few distinct rows (ties
-    everywhere) or random ones, 32 or 33 bytes (one or two pieces)."""
-    width = draw(st.sampled_from([32, 33]))
-    n, m = draw(st.integers(1, 30)), draw(st.integers(16 * 18, 16 * 45 + 15))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if draw(st.booleans()):
-        pool = rng.integers(0, 256, (int(rng.integers(2, 9)), width), dtype=np.uint8)
-        return pool[rng.integers(0, len(pool), n)], pool[rng.integers(0, len(pool), m)]
-    return rng.integers(0, 256, (n, width), dtype=np.uint8), rng.integers(0, 256, (m, width), dtype=np.uint8)
+WIDE_DESCRIPTORS = packed_descriptors(widths=(32, 33), sources=(1, 30), targets=(16 * 18, 16 * 45 + 15),
+                                      distinct=(2, 8))
+"""Target sets of 16 groups of 18 to 45 columns plus up to 15 more; few distinct rows (ties
+everywhere) or random ones, 32 or 33 bytes (one or two pieces)."""
 
 
 @settings(max_examples=25, deadline=None)
-@given(bits=wide_descriptors(), k=st.integers(1, 9), bound=st.sampled_from([None, 0, 100.5]),
+@given(bits=WIDE_DESCRIPTORS, k=st.integers(1, 9), bound=st.sampled_from([None, 0, 100.5]),
        card=st.booleans())
 def test_hamming_by_column_groups_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int,
                                                        bound: float | None, card: bool) -> None:

@@ -21,7 +21,7 @@ from hypothesis.extra import numpy as hnp
 import spacr_accel_core
 from spacr_accel_core import BackendDeclined, BackendInfo, hookimpl, last_dispatch, ops, reference, use
 from spacr_accel_core.accelerator import DeviceMemory
-from spacr_accel_core.testing import reference_maximum_filter
+from spacr_accel_core.testing import packed_descriptors, reference_maximum_filter
 from spacr_accel_torch import _grid, _hamming, _knearest, _plugin, _room, _runtime, _stacks
 
 CPU = _runtime.Device(torch.device("cpu"), True)
@@ -119,20 +119,8 @@ def test_copies_of_one_point_give_their_first_k_copies() -> None:
     np.testing.assert_array_equal(found, expected_found)
 
 
-@st.composite
-def descriptors(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    """Packed bits: a few rows repeated (ties everywhere) or random rows, ORB's 32 bytes and others."""
-    width = draw(st.sampled_from([1, 3, 32, 33, 64]))
-    n, m = draw(st.integers(1, 60)), draw(st.integers(1, 60))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if draw(st.booleans()):
-        pool = rng.integers(0, 256, (int(rng.integers(1, 6)), width), dtype=np.uint8)
-        return pool[rng.integers(0, len(pool), n)], pool[rng.integers(0, len(pool), m)]
-    return rng.integers(0, 256, (n, width), dtype=np.uint8), rng.integers(0, 256, (m, width), dtype=np.uint8)
-
-
 @settings(max_examples=40, deadline=None)
-@given(bits=descriptors(), k=st.integers(1, 12), bound=st.sampled_from([None, 0, 3, 12, 100.5]),
+@given(bits=packed_descriptors(), k=st.integers(1, 12), bound=st.sampled_from([None, 0, 3, 12, 100.5]),
        half=st.sampled_from(["bfloat16", "float16"]), chunk=st.sampled_from([1, 5, 4096]))
 def test_hamming_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int, bound: float | None,
                                       half: str, chunk: int) -> None:

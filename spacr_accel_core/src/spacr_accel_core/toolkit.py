@@ -30,7 +30,8 @@ third party's.
 - Registration's transforms: :func:`real_spectrum` and :func:`real_surface`, float64 ``rfft2``
   and ``irfft2`` one axis at a time, the order in which SciPy's pocketfft splits every pass
   between threads (needs SciPy); :func:`reference_runs`, a stack's pairs cut into runs per thread
-  grouped by their reference field (transformed once a run).
+  grouped by their reference field (transformed once a run), and :func:`correlate_by_reference`,
+  which walks them given one pair's computation.
 - Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
   (how the core hands ``local_maxima``'s threshold to a plugin).
 
@@ -68,7 +69,7 @@ from .exact import (
 )
 from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
 from .kit._precision import PrecisionWindow
-from .kit._spectra import real_spectrum, real_surface, reference_runs
+from .kit._spectra import correlate_by_reference, real_spectrum, real_surface, reference_runs
 from .kit._translate import call_translated
 from .operations._checks import threshold_below
 from .separable import Pass, gaussian_passes, laplace_terms, source_index
@@ -89,6 +90,7 @@ __all__ = [
     "call_bounded",
     "call_translated",
     "canonical_vendor",
+    "correlate_by_reference",
     "cpu_threads",
     "describe",
     "device_request",

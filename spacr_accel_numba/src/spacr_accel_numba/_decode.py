@@ -17,17 +17,18 @@ pass instead of four array passes, split between the threads by rows; the surfac
 maximum and absolute mean come from one vectorised compiled pass of row maxima and row sums.
 A reference field shared by several pairs (every cycle registered to one reference cycle) is
 transformed once: the core passes each distinct reference once, and the pairs are walked grouped
-by it (``toolkit.reference_runs``).
+by it (``toolkit.correlate_by_reference``).
 """
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.toolkit import cpu_threads, real_spectrum, real_surface, reference_runs, run_parts
+from spacr_accel_core.toolkit import correlate_by_reference, cpu_threads, real_spectrum, real_surface, run_parts
 
 _GATHERED = frozenset(np.dtype(name) for name in ("float32", "uint16", "uint8"))
 """Dtypes the gather is compiled for (the core casts others to float32 for this plugin)."""
@@ -93,15 +94,6 @@ def _peak(compiled: ModuleType, surface: np.ndarray, threads: int) -> tuple[int,
     return peak, (float(surface.flat[peak]) / mean if mean > 0 else 0.0)
 
 
-def _pairs(compiled: ModuleType, first: np.ndarray, second: np.ndarray, pairing: np.ndarray, peaks: np.ndarray,
-           ratios: np.ndarray, numbers: np.ndarray, threads: int) -> None:
-    held, reference = -1, np.empty(0, dtype=np.complex128)
-    for number in numbers:
-        if pairing[number] != held:  # pairs come grouped by reference: keep the last spectrum only
-            held, reference = int(pairing[number]), real_spectrum(first[pairing[number]], threads)
-        peaks[number], ratios[number] = _one(compiled, reference, second[number], threads)
-
-
 def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray,
                     pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's surface peak (flat index) and peak-to-mean ratio.
@@ -111,17 +103,7 @@ def phase_correlate(compiled: ModuleType, first: np.ndarray, second: np.ndarray,
     :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
-    count = second.shape[0]
-    peaks = np.empty(count, dtype=np.int64)
-    ratios = np.empty(count, dtype=np.float64)
-    threads = cpu_threads()
-    if count == 1 or threads == 1:
-        _pairs(compiled, first, second, pairing, peaks, ratios, np.argsort(pairing, kind="stable"), threads)
-        return peaks, ratios
-    # whole pairs per thread, each pair's passes in one thread, runs grouped by reference
-    run_parts(_pairs, [(compiled, first, second, pairing, peaks, ratios, run, 1)
-                       for run in reference_runs(pairing, threads)])
-    return peaks, ratios
+    return correlate_by_reference(first, second, pairing, functools.partial(_one, compiled))
 
 
 def warm_job() -> object:

@@ -16,14 +16,14 @@ component by component. A stack of pairs is shared between the threads in runs o
 each pair's transforms single-threaded: whole pairs per thread scale better than rows of one
 transform. A reference field shared by several pairs is transformed once: the core passes each
 distinct reference field once with each pair's index into them, and a run walks its pairs grouped
-by their reference (``toolkit.reference_runs``).
+by their reference (``toolkit.correlate_by_reference``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from spacr_accel_core.toolkit import cpu_threads, real_spectrum, real_surface, reference_runs, run_parts
+from spacr_accel_core.toolkit import correlate_by_reference, cpu_threads, real_spectrum, real_surface, run_parts
 
 _GATHER_BYTES = 1 << 23
 """Gathered values per group of points (8 MiB): in cache, and many points per ``np.take``."""
@@ -95,16 +95,10 @@ def surface_peak(surface: np.ndarray) -> tuple[int, float]:
     return peak, (float(surface.flat[peak]) / mean if mean > 0 else 0.0)
 
 
-def _correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray, peaks: np.ndarray,
-               ratios: np.ndarray, pairs: np.ndarray, workers: int) -> None:
-    width = first.shape[-1]
-    held, reference = -1, np.empty(0, dtype=np.complex128)
-    for number in pairs:
-        if pairing[number] != held:  # pairs come grouped by reference: keep the last spectrum only
-            held, reference = int(pairing[number]), real_spectrum(first[pairing[number]], workers)
-        product = real_spectrum(second[number], workers)
-        normalise(reference, product)
-        peaks[number], ratios[number] = surface_peak(real_surface(product, width, workers))
+def _pair(reference: np.ndarray, field: np.ndarray, workers: int) -> tuple[int, float]:
+    product = real_spectrum(field, workers)
+    normalise(reference, product)
+    return surface_peak(real_surface(product, field.shape[-1], workers))
 
 
 def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -115,13 +109,4 @@ def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) 
     :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
-    count = second.shape[0]
-    peaks = np.empty(count, dtype=np.int64)
-    ratios = np.empty(count, dtype=np.float64)
-    threads = cpu_threads()
-    if count == 1 or threads == 1:
-        _correlate(first, second, pairing, peaks, ratios, np.argsort(pairing, kind="stable"), threads)
-    else:
-        run_parts(_correlate, [(first, second, pairing, peaks, ratios, run, 1)
-                               for run in reference_runs(pairing, threads)])
-    return peaks, ratios
+    return correlate_by_reference(first, second, pairing, _pair)

@@ -11,7 +11,11 @@ in float64, as spaCR's NumPy path and the NumPy floor compute.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+
+from ..tiling import cpu_threads, run_parts
 
 
 def real_spectrum(field: np.ndarray, workers: int) -> np.ndarray:
@@ -55,3 +59,38 @@ def reference_runs(pairing: np.ndarray, runs: int) -> list[np.ndarray]:
     """
     order = np.argsort(pairing, kind="stable")
     return [run for run in np.array_split(order, max(1, min(runs, order.size))) if run.size]
+
+
+def correlate_by_reference(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
+                           pair: Callable[[np.ndarray, np.ndarray, int], tuple[int, float]]
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of a ``phase_correlate`` call on the CPU: whole pairs per thread, in runs grouped
+    by reference field (:func:`reference_runs`), each reference's spectrum computed once a run and
+    held only while its pairs last; a lone pair (or one thread) has every pass split between all
+    the threads instead.
+
+    :param first: the hook's ``(K, H, W)`` reference fields.
+    :param second: its ``(B, H, W)`` fields.
+    :param pairing: its int64 ``(B,)`` index of each pair's reference.
+    :param pair: ``pair(reference_spectrum, field, workers) -> (peak, ratio)``: one pair's surface
+        peak (flat index) and peak-to-mean ratio from its reference's :func:`real_spectrum`.
+    :returns: int64 ``(B,)`` peaks and float64 ``(B,)`` ratios.
+    """
+    count = second.shape[0]
+    peaks = np.empty(count, dtype=np.int64)
+    ratios = np.empty(count, dtype=np.float64)
+
+    def walk(numbers: np.ndarray, workers: int) -> None:
+        held, reference = -1, np.empty(0, dtype=np.complex128)
+        for number in numbers:
+            if pairing[number] != held:  # pairs come grouped by reference: the last spectrum only
+                held = int(pairing[number])
+                reference = real_spectrum(first[held], workers)
+            peaks[number], ratios[number] = pair(reference, second[number], workers)
+
+    threads = cpu_threads()
+    if count == 1 or threads == 1:
+        walk(np.argsort(pairing, kind="stable"), threads)
+    else:
+        run_parts(walk, [(run, 1) for run in reference_runs(pairing, threads)])
+    return peaks, ratios

@@ -61,12 +61,14 @@ from ._strategies import (
     _fields,
     _operands,
     _point_sets,
+    packed_descriptors,
     tie_heavy_point_sets,
 )
 
 __all__ = [
     "BackendConformance",
     "assert_same_field",
+    "packed_descriptors",
     "reference_matmul",
     "reference_maximum_filter",
     "reference_nearest",

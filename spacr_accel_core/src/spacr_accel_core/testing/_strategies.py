@@ -28,6 +28,33 @@ def tie_heavy_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(source), np.ascontiguousarray(target)
 
 
+def packed_descriptors(widths: tuple[int, ...] = (1, 3, 32, 33, 64), sources: tuple[int, int] = (1, 60),
+                       targets: tuple[int, int] = (1, 60),
+                       distinct: tuple[int, int] = (1, 5)) -> st.SearchStrategy[tuple[np.ndarray, np.ndarray]]:
+    """``(source, target)`` packed binary descriptors (uint8 rows, ORB's 32 bytes among the widths):
+    half the time a few distinct rows in many copies (every distance tied), else random rows.
+
+    :param widths: the byte widths to draw from (a backend's piece boundaries: 32 and 33 bytes
+        straddle one).
+    :param sources: the least and most source rows.
+    :param targets: the least and most target rows.
+    :param distinct: the least and most distinct rows of the tied sets.
+    """
+
+    @st.composite
+    def draw_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+        width = draw(st.sampled_from(widths))
+        n, m = draw(st.integers(*sources)), draw(st.integers(*targets))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        if draw(st.booleans()):
+            pool = rng.integers(0, 256, (int(rng.integers(distinct[0], distinct[1] + 1)), width), dtype=np.uint8)
+            return pool[rng.integers(0, len(pool), n)], pool[rng.integers(0, len(pool), m)]
+        return (rng.integers(0, 256, (n, width), dtype=np.uint8),
+                rng.integers(0, 256, (m, width), dtype=np.uint8))
+
+    return draw_sets()
+
+
 _FIELD_DTYPES = st.sampled_from([np.float32, np.float64, np.int16, np.uint8, np.uint16, np.int8, np.bool_])
 _CAMERA_DTYPES = (np.uint8, np.int8, np.uint16, np.int16)
 """The field dtypes a plugin may take unconverted (``Declaration.field_dtypes``); each is checked
