@@ -71,11 +71,16 @@ def reference_nearest(source: np.ndarray, target: np.ndarray, *,
     index = np.empty(s.shape[0], np.int64)
     best = np.empty(s.shape[0], np.float64)
     rows = max(1, memory // (2 * 8 * t.shape[0]))  # the running sum and one squared difference
+    # The running sum and one difference, allocated once: a block holds these two arrays and never
+    # a third (a fresh pair each block would be made while the last one is still held).
+    sums = np.empty((min(rows, s.shape[0]), t.shape[0]))
+    difference = np.empty_like(sums)
     for start in range(0, s.shape[0], rows):
         block = s[start:start + rows]
-        squared = np.zeros((block.shape[0], t.shape[0]))
+        squared, square = sums[:block.shape[0]], difference[:block.shape[0]]
+        squared.fill(0.0)
         for axis in range(s.shape[1]):
-            square = block[:, None, axis] - t[None, :, axis]
+            np.subtract(block[:, None, axis], t[None, :, axis], out=square)
             np.square(square, out=square)
             squared += square
         found = np.argmin(squared, axis=1)
