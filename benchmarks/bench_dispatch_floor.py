@@ -20,31 +20,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 
 import numpy as np
+from bench_ties import side_by_side  # the alternating best-of timer, beside this file
 
 CASES = (((2, 70_000), 99_999), ((2, 70_000), 1001), ((2, 70_000), 201), ((2, 70_000), 93),
          ((8, 20_000), 5001), ((64, 4096), 1001), ((64, 4096), 301), ((4096, 64), 1001),
          ((512, 512), 301), ((1024, 1024), 151), ((2048, 2048), 101))
 """Field shapes and window edges: line scans and strips of a plate, then tiles under wide windows
 (a background estimate, a colony-sized neighbourhood)."""
-
-
-def _once(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def side_by_side(first: Callable[[], object], second: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """Best times of two callables, run alternately so both see the same machine load."""
-    a, b = [], []
-    for _ in range(repeat):
-        a.append(_once(first))
-        b.append(_once(second))
-    return min(a), min(b)
 
 
 def main() -> int:

@@ -28,7 +28,17 @@ import numpy as np
 from spacr_accel_core.toolkit import distances, distinct_rows, exact_squared
 
 from ._grid import grid_search
-from ._nearest import BLOCK, _blocked, _bounds, _float32_fits, _lower_bounds, _squared, _tile_order, _upper_bounds
+from ._nearest import (
+    BLOCK,
+    _blocked,
+    _bounds,
+    _float32_fits,
+    _lower_bounds,
+    _squared,
+    _tile_order,
+    _upper_bounds,
+    sub_passes,
+)
 from ._runtime import Device, budget, tensor, tiled
 
 if TYPE_CHECKING:
@@ -163,22 +173,9 @@ def _blocks(source: np.ndarray, target: np.ndarray, chunk: int, k: int, limit: f
         ceiling = torch.clamp(ceiling, max=limit)
         keep = bounds <= ceiling[:, None] * (1.0 + 2.0 * relative) + 2.0 * absolute
         keep.scatter_(1, probed, True)
-        counts, rank = torch.sort(keep.sum(1))
-        lo, total = 0, stop - start
-        while lo < total:
-            hi = total
-            while True:
-                width = int(counts[hi - 1])
-                fit = max(1, room // (per_source_block * width * BLOCK * (2 * itemsize + 2) + 64))
-                if hi - lo <= fit:
-                    break
-                hi = lo + fit
-            picked = rank[lo:hi]
-            chosen = torch.argsort((~keep[picked]).to(torch.int8), dim=1, stable=True)[:, :width]
-            valid = torch.arange(width, device=where)[None, :] < counts[lo:hi, None]
+        for picked, chosen, valid in sub_passes(keep, room, per_source_block * BLOCK * (2 * itemsize + 2)):
             _pass(s_blocks[start + picked], s_ids[start + picked], t_blocks, t_ids, chosen, valid, margin, k,
                   verdict)
-            lo = hi
 
     tiled(s_blocks.shape[0], first_tile, 1, step, device, "nearest_neighbours")
 

@@ -36,6 +36,7 @@ the NumPy backend's KD-tree (39-72 times on tight clusters beside far outliers, 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -276,28 +277,45 @@ def _blocks(source: np.ndarray, target: np.ndarray, chunk: int, device: Device,
         ceiling = probe.amin(dim=(2, 3)).amax(1)
         keep = bounds <= ceiling[:, None] * (1.0 + 2.0 * relative) + 2.0 * absolute
         keep[torch.arange(stop - start, device=where), nearest_block] = True
-        # Source blocks in order of how many target blocks survive for them, each sub-pass as wide
-        # as its own widest: a few blocks that straddle a gap between clusters (a huge box, so
-        # little is pruned) must not make every block of the pass that wide.
-        counts, rank = torch.sort(keep.sum(1))
-        lo, total = 0, stop - start
-        while lo < total:
-            hi = total
-            while True:
-                width = int(counts[hi - 1])
-                fit = max(1, room // (per_source_block * width * BLOCK * (2 * itemsize + 2) + 64))
-                if hi - lo <= fit:
-                    break
-                hi = lo + fit
-            picked = rank[lo:hi]
-            # The surviving blocks first, in block order; the rest are masked out below.
-            chosen = torch.argsort((~keep[picked]).to(torch.int8), dim=1, stable=True)[:, :width]
-            valid = torch.arange(width, device=where)[None, :] < counts[lo:hi, None]
+        for picked, chosen, valid in sub_passes(keep, room, per_source_block * BLOCK * (2 * itemsize + 2)):
             _block_pass(s_blocks[start + picked], s_ids[start + picked], t_blocks, t_ids, chosen, valid,
                         relative, absolute, verdict)
-            lo = hi
 
     tiled(s_blocks.shape[0], first_tile, 1, step, device, "nearest_neighbours")
+
+
+def sub_passes(keep: torch.Tensor, room: int,
+               per_column: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The distance passes of one tile of source blocks, given which target blocks survive for each.
+
+    Source blocks go in order of how many target blocks survive for them, each sub-pass as wide as
+    its own widest: a few blocks that straddle a gap between clusters (a huge box, so little is
+    pruned) must not make every block of the pass that wide.
+
+    :param keep: bool ``(source blocks, target blocks)``: the target blocks each source block reads.
+    :param room: bytes one pass may hold.
+    :param per_column: bytes a source block costs per target block it reads.
+    :returns: per sub-pass ``(picked, chosen, valid)``: the source blocks (rows of ``keep``), their
+        surviving target blocks first in block order, ``(len(picked), width)``, and which of those
+        are real (the rest pad the row to the sub-pass's width).
+    """
+    import torch
+
+    counts, rank = torch.sort(keep.sum(1))
+    lo, total = 0, keep.shape[0]
+    while lo < total:
+        hi = total
+        while True:
+            width = int(counts[hi - 1])
+            fit = max(1, room // (per_column * width + 64))
+            if hi - lo <= fit:
+                break
+            hi = lo + fit
+        picked = rank[lo:hi]
+        chosen = torch.argsort((~keep[picked]).to(torch.int8), dim=1, stable=True)[:, :width]
+        valid = torch.arange(width, device=keep.device)[None, :] < counts[lo:hi, None]
+        yield picked, chosen, valid
+        lo = hi
 
 
 def _block_pass(sources: torch.Tensor, source_ids: torch.Tensor, t_blocks: torch.Tensor,

@@ -270,12 +270,17 @@ def distance_bound(max_distance: Any) -> float | None:
 METRICS = ("euclidean", "hamming")
 
 
+def _one_of(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` checked: one of the strings ``choices`` (a non-string is a TypeError)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, one of {choices}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
 def metric_name(metric: Any) -> str:
-    if not isinstance(metric, str):
-        raise TypeError(f"metric must be a string, one of {METRICS}, got {type(metric).__name__}")
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-    return metric
+    return _one_of(metric, "metric", METRICS)
 
 
 def packed_bits(dtype: np.dtype[Any], name: str) -> None:
@@ -304,11 +309,7 @@ SIGMA_SKIPPED = 1e-15
 
 def filter_mode(mode: Any) -> str:
     """``mode`` checked: one of :data:`FILTER_MODES`."""
-    if not isinstance(mode, str):
-        raise TypeError(f"mode must be a string, one of {FILTER_MODES}, got {type(mode).__name__}")
-    if mode not in FILTER_MODES:
-        raise ValueError(f"mode must be one of {FILTER_MODES}, got {mode!r}")
-    return mode
+    return _one_of(mode, "mode", FILTER_MODES)
 
 
 def _real(value: Any, name: str) -> float:
