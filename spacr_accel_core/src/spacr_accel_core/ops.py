@@ -28,7 +28,6 @@ from .contract._registration import (
     cast_keeping_broadcast,
     judge,
     reference_fields,
-    repeats_read_once,
 )
 from .dispatch._registry import REGISTRY
 from .operations._checks import (
@@ -58,6 +57,7 @@ from .operations._checks import (
     sigma_pair,
     threshold_below,
     truncate_value,
+    varying_fields,
     window_edge,
     window_points,
 )
@@ -575,13 +575,7 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
     for name, data in (("first", a), ("second", b)):
         if count == 0:
             break
-        # Two reductions answer both questions: NaN and inf reach the minimum or the maximum. Read
-        # once per distinct field: a reference cycle broadcast against every cycle is one field.
-        seen = repeats_read_once(data)
-        low, high = seen.min(axis=(-2, -1)), seen.max(axis=(-2, -1))
-        if not (np.isfinite(low).all() and np.isfinite(high).all()):
-            raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")
-        varies = varies & (high > low)
+        varies = varies & varying_fields(data, name)
     varies = np.broadcast_to(varies, shape[:-2]).reshape(count)
     if count == 0:
         REGISTRY.record_served("phase_correlate")

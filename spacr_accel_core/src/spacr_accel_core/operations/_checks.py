@@ -13,6 +13,8 @@ import numpy as np
 
 from ..contract._declaration import NARROW_FIELDS
 from ..contract._errors import describe
+from ..contract._registration import repeats_read_once
+from ..tiling import cpu_threads, run_parts
 
 _NUMERIC_KINDS = frozenset("biuf")
 _F32 = np.dtype(np.float32)
@@ -434,6 +436,42 @@ def field_pair(first: np.ndarray, second: np.ndarray) -> None:
         raise ValueError(f"first and second must be 2-D fields (or stacks (..., H, W)), got shape {first.shape}")
     if 0 in first.shape[-2:]:
         raise ValueError(f"first and second have empty fields (shape {first.shape})")
+
+
+def varying_fields(data: np.ndarray, name: str) -> np.ndarray:
+    """Whether each distinct field of a registration input varies (its maximum above its minimum),
+    after checking that every pixel is finite.
+
+    Two reductions answer both questions: NaN and inf reach the minimum or the maximum. A leading
+    axis of stride 0 (a reference cycle broadcast against every cycle) is read once. The rows are
+    shared between the threads: on 44 fields of 1480 x 1480 float32 the two reductions took 49 ms
+    on one thread, 24 ms on two, of a call whose transforms take about 1.8 s.
+
+    :param data: ``(..., H, W)`` float32 or float64 with non-empty fields.
+    :param name: the argument's name for the error.
+    :returns: bool, the leading shape with each stride-0 axis of length 1 (it broadcasts back).
+    :raises ValueError: a NaN or infinite pixel.
+    """
+    seen = repeats_read_once(data)
+    height = seen.shape[-2]
+    parts = min(height, cpu_threads()) if seen.size >= _SPLIT_PIXELS else 1
+    edges = np.linspace(0, height, parts + 1).astype(int)
+    ranges = run_parts(_band_range, [(seen, slice(int(edges[i]), int(edges[i + 1]))) for i in range(parts)])
+    low = np.minimum.reduce([band[0] for band in ranges])
+    high = np.maximum.reduce([band[1] for band in ranges])
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")
+    varies: np.ndarray = high > low
+    return varies
+
+
+_SPLIT_PIXELS = 1 << 18
+"""Below this many pixels the two reductions take under ~0.1 ms: a thread hand-off would not pay."""
+
+
+def _band_range(seen: np.ndarray, rows: slice) -> tuple[np.ndarray, np.ndarray]:
+    band = seen[..., rows, :]
+    return band.min(axis=(-2, -1)), band.max(axis=(-2, -1))
 
 
 def field_array(field: Any) -> np.ndarray:

@@ -1,0 +1,54 @@
+"""Registration's finiteness and variation check reads big stacks in bands of rows shared between
+threads: a NaN or an infinity in any band is found, and a field varies when any band varies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spacr_accel_core import ops
+from spacr_accel_core.operations._checks import varying_fields
+
+# three fields of 200 x 480: 288,000 pixels, enough to be read in bands
+SHAPE = (3, 200, 480)
+
+
+@pytest.fixture(params=["1", "2"], ids=["one-thread", "two-threads"])
+def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("OMP_NUM_THREADS", request.param)
+    return str(request.param)
+
+
+@pytest.mark.parametrize("row", [0, 99, 100, 199])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_pixel_in_any_band_is_found(threads: str, row: int, bad: float) -> None:
+    data = np.ones(SHAPE, dtype=np.float32)
+    data[2, row, 479] = bad
+    with pytest.raises(ValueError, match="second holds NaN or infinite pixels"):
+        varying_fields(data, "second")
+
+
+@pytest.mark.parametrize("row", [0, 100, 199])
+def test_a_field_varies_when_one_row_of_any_band_does(threads: str, row: int) -> None:
+    data = np.full(SHAPE, 5.0)
+    data[1, row, 7] = -0.5
+    assert varying_fields(data, "first").tolist() == [False, True, False]
+    reference = data.max(axis=(-2, -1)) > data.min(axis=(-2, -1))
+    assert np.array_equal(varying_fields(data[:, ::-1, ::-2], "first"), reference)
+
+
+def test_a_broadcast_reference_is_read_as_one_field(threads: str) -> None:
+    field = np.random.default_rng(3).normal(size=SHAPE[1:])
+    stack = np.broadcast_to(field, (4, *SHAPE[1:]))
+    assert varying_fields(stack, "first").shape == (1,)
+
+
+def test_a_constant_field_in_a_big_stack_is_refused_not_raised(threads: str) -> None:
+    rng = np.random.default_rng(4)
+    first = rng.normal(size=SHAPE).astype(np.float32)
+    second = np.roll(first, (3, -5), axis=(-2, -1))
+    second[1] = 7.0
+    found = ops.phase_correlate(first, second, backend="numpy")
+    assert found.accepted.tolist() == [True, False, True]
+    assert found.peak_ratio[1] == 0.0
+    assert (found.dy[0], found.dx[0]) == (-3, 5)
