@@ -5,7 +5,10 @@
   ``maximum_filter`` of the whole stack followed by indexing.
 - ``phase_correlate``: one 1480 x 1480 pair against spaCR's NumPy path (the float64 ``rfft2``
   surface as spaCR defines it, ``bench_decode.spacr_phase_correlate``) and OpenCV's ``cv2.phaseCorrelate`` (float32);
-  44 pairs in one call against 44 single calls.
+  44 pairs in one call against 44 single calls, twice: 44 distinct reference fields (every pair
+  transformed whole, the worst case for a batch), and spaCR's decode layout, 11 cycles x 4 channels
+  each registered against its channel in one reference cycle (``np.broadcast_to``: 4 distinct
+  reference fields, which one call transforms once each and 44 single calls transform 44 times).
 
 Each row is a ratio "ours / theirs" of the best of several interleaved repeats (the machine is
 shared and noisy), then the CPU seconds each spent (all threads together, least of the repeats);
@@ -123,6 +126,31 @@ def registration_rows(ops: Any, backends: list[str | None], quick: bool, repeat:
              ("stack", "singles"))
 
 
+def reference_cycle_rows(ops: Any, backends: list[str | None], quick: bool, repeat: int) -> None:
+    """44 pairs in spaCR's decode layout: every cycle's channel registered to that channel of one
+    reference cycle, the reference passed as a broadcast view (how spaCR's chain calls it)."""
+    side, cycles = (512, 2) if quick else (1480, 11)
+    rng = np.random.default_rng(2)
+    reference = rng.normal(100.0, 10.0, size=(4, side, side)).astype(np.float32)
+    shifts = rng.integers(-60, 60, size=(cycles, 4, 2))
+    moving = np.stack([[np.roll(reference[c], tuple(-shifts[k, c]), axis=(0, 1)) for c in range(4)]
+                       for k in range(cycles)])
+    moving += rng.normal(0.0, 1.0, size=moving.shape).astype(np.float32)
+    fixed = np.broadcast_to(reference, moving.shape)
+    print(f"phase_correlate: {cycles} cycles x 4 channels against one reference cycle (4 distinct reference fields)")
+    for backend in backends:
+        stacked = ops.phase_correlate(fixed, moving, backend=backend)
+        assert np.array_equal(np.stack([stacked.dy, stacked.dx], axis=-1), shifts), "stack shifts differ"
+        times = best_of({
+            "stack": lambda backend=backend: ops.phase_correlate(fixed, moving, backend=backend),
+            "singles": lambda backend=backend: [ops.phase_correlate(reference[c], moving[k, c], backend=backend)
+                                                for k in range(cycles) for c in range(4)],
+        }, repeat)
+        name = backend or f"dispatch ({stacked.backend})"
+        _row(f"[{name}] {cycles * 4} pairs on a reference cycle / single calls", times["stack"], times["singles"],
+             0.8, ("stack", "singles"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller stack and fewer pairs")
@@ -140,6 +168,7 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs; best of {arguments.repeat} interleaved repeats")
     window_rows(ops, backends, arguments.quick, arguments.repeat)
     registration_rows(ops, backends, arguments.quick, arguments.repeat)
+    reference_cycle_rows(ops, backends, arguments.quick, arguments.repeat)
 
 
 if __name__ == "__main__":
