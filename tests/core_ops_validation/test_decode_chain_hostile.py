@@ -217,3 +217,13 @@ def test_zero_d_arrays_are_numbers_for_every_option() -> None:
     assert ops.gaussian_filter(FIELD, 1.0, truncate=np.array(2)).tobytes() == ops.gaussian_filter(
         FIELD, 1.0, truncate=2.0).tobytes()
     assert ops.phase_correlate(PAIR, SHIFTED, expected=(np.array(12), 0)).dy == 10
+
+
+@pytest.mark.parametrize("points", [[[2**70, 0]], [[1, -(2**64)]]])
+def test_integer_points_past_int64_are_outside_not_non_integers(points: object) -> None:
+    """Python integers past int64 make an object array: they were refused as "must hold integer
+    pixel coordinates", which they do."""
+    with pytest.raises(ValueError, match="points holds a coordinate outside the field"):
+        ops.window_maxima(STACK, points, 3)
+    with pytest.raises(ValueError, match="points must hold integer pixel coordinates, got dtype object"):
+        ops.window_maxima(STACK, np.array([[1, 2]], dtype=object), 3)

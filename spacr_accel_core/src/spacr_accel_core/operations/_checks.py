@@ -416,6 +416,9 @@ def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     if array.ndim != 2 or array.shape[1] != 2:
         raise ValueError(f"points must be an (N, 2) array of (y, x) rows, got shape {array.shape}")
     if array.dtype.kind not in "iuf":
+        values = list(array.flat) if array.dtype == object else []
+        if values and all(type(value) is int for value in values) and max(map(abs, values)) >= 2**62:
+            raise ValueError("points holds a coordinate outside the field")  # Python integers past int64
         raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
     if array.dtype.kind == "f" and not (np.isfinite(array).all() and (array == np.floor(array)).all()):
         raise ValueError("points must be whole pixel coordinates; got a fractional or non-finite one")
