@@ -227,3 +227,9 @@ def test_integer_points_past_int64_are_outside_not_non_integers(points: object) 
         ops.window_maxima(STACK, points, 3)
     with pytest.raises(ValueError, match="points must hold integer pixel coordinates, got dtype object"):
         ops.window_maxima(STACK, np.array([[1, 2]], dtype=object), 3)
+
+
+def test_a_zero_d_expected_is_named_not_a_len_error() -> None:
+    """``expected=np.array(5)`` raised ``TypeError: len() of unsized object``, naming nothing."""
+    with pytest.raises(ValueError, match=r"expected must be a \(rows, columns\) pair"):
+        ops.phase_correlate(PAIR, SHIFTED, expected=np.array(5))

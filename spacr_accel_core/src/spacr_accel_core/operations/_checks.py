@@ -444,6 +444,7 @@ negative)."""
 def expected_shift(expected: Any) -> tuple[int, int]:
     """The shift a registration expects, ``(rows, columns)``, as two whole numbers within
     :data:`SHIFT_LIMIT`."""
+    expected = _scalar(expected)
     if isinstance(expected, (str, bytes)) or not hasattr(expected, "__len__") or len(expected) != 2:
         raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {expected!r}")
     pair = _integer(expected[0], "expected[0]"), _integer(expected[1], "expected[1]")
