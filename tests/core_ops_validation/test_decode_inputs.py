@@ -34,7 +34,7 @@ def test_window_maxima_refuses_bad_points_naming_them(points: object, words: str
 
 
 def test_window_maxima_refuses_a_bad_stack_and_size() -> None:
-    with pytest.raises(ValueError, match="field must be a 2-D array"):
+    with pytest.raises(ValueError, match="stack must be a 2-D array"):
         ops.window_maxima(np.ones(5), [[0, 0]], 3)
     with pytest.raises(ValueError, match="size must be a non-negative"):
         ops.window_maxima(STACK, [[0, 0]], -1)

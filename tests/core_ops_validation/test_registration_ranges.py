@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spacr_accel_core import ops
-from spacr_accel_core.operations._checks import varying_fields
+from spacr_accel_core.operations._registration_fields import field_ranges, finite_and_in_range
 
 # three fields of 200 x 480: 288,000 pixels, enough to be read in bands
 SHAPE = (3, 200, 480)
@@ -25,22 +25,25 @@ def test_a_non_finite_pixel_in_any_band_is_found(threads: str, row: int, bad: fl
     data = np.ones(SHAPE, dtype=np.float32)
     data[2, row, 479] = bad
     with pytest.raises(ValueError, match="second holds NaN or infinite pixels"):
-        varying_fields(data, "second")
+        finite_and_in_range(np.zeros(SHAPE, dtype=np.float32), data)
 
 
 @pytest.mark.parametrize("row", [0, 100, 199])
 def test_a_field_varies_when_one_row_of_any_band_does(threads: str, row: int) -> None:
     data = np.full(SHAPE, 5.0)
     data[1, row, 7] = -0.5
-    assert varying_fields(data, "first").tolist() == [False, True, False]
-    reference = data.max(axis=(-2, -1)) > data.min(axis=(-2, -1))
-    assert np.array_equal(varying_fields(data[:, ::-1, ::-2], "first"), reference)
+    assert finite_and_in_range(data, data)[2].tolist() == [False, True, False]
+    flipped = data[:, ::-1, ::-2]
+    low, high = field_ranges(flipped)
+    assert np.array_equal(low, flipped.min(axis=(-2, -1))) and np.array_equal(high, flipped.max(axis=(-2, -1)))
 
 
 def test_a_broadcast_reference_is_read_as_one_field(threads: str) -> None:
     field = np.random.default_rng(3).normal(size=SHAPE[1:])
     stack = np.broadcast_to(field, (4, *SHAPE[1:]))
-    assert varying_fields(stack, "first").shape == (1,)
+    low, high = field_ranges(stack[(slice(0, 1),)])
+    assert low.shape == (1,) and low[0] == field.min() and high[0] == field.max()
+    assert finite_and_in_range(stack, stack)[2].shape == (4,)
 
 
 def test_a_constant_field_in_a_big_stack_is_refused_not_raised(threads: str) -> None:

@@ -57,3 +57,19 @@ def test_a_device_without_float64_is_never_sent_one(monkeypatch: pytest.MonkeyPa
     _decode.phase_correlate(first, np.roll(first, 1, axis=1), np.arange(2), Device(torch.device("cpu"), float64=False))
     fields = [dtype for dtype in sent if dtype.kind == "f"]  # the pairing is int64, the fields float32
     assert len(fields) == 2 and all(dtype == np.float32 for dtype in fields)
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-20, 1e30, 1e-30, 1e300, 2.0**100, 2.0**-100])
+def test_a_device_without_float64_registers_fields_at_any_scale(scale: float) -> None:
+    """In float32 the product of two transforms of fields of 1e20 overflows and of 1e-20 underflows
+    (a varying pair read as "no variation"), and a float64 field past float32's range was cast to
+    inf on the host; the normalised spectrum does not depend on the scale."""
+    first = np.random.default_rng(9).random((2, 32, 24))
+    second = np.roll(first, (2, -3), axis=(1, 2))
+    no_double = Device(torch.device("cpu"), float64=False)
+    want = _decode.phase_correlate(first, second, np.arange(2), no_double)
+    got = _decode.phase_correlate(first * scale, second * scale, np.arange(2), no_double)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    if np.log2(scale).is_integer():  # an exact power of two: the same float32 arithmetic, scaled
+        np.testing.assert_array_equal(got[1], want[1])

@@ -47,7 +47,7 @@ def window_maxima(stack: Any, points: Any, size: Any, *, gpu: bool = True, backe
     """See :func:`spacr_accel_core.dask.window_maxima`."""
     _checks._options(gpu, backend)
     array = _dask(stack, "stack")
-    _checks.fields_shape(array.shape)
+    _checks.fields_shape(array.shape, "stack")
     window = _checks.window_edge(size)
     _known(array, "stack", tuple(range(array.ndim)))
     rows = _checks.window_points(points, array.shape)

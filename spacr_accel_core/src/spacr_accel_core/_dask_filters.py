@@ -75,7 +75,7 @@ def smoothing(operation: str, field: Any, sigma: Any, *, truncate: Any, mode: An
     pair = _checks.sigma_pair(sigma)
     reach = _checks.truncate_value(truncate)
     border = _checks.filter_mode(mode)
-    radii = (_checks.gaussian_radius(pair[0], reach), _checks.gaussian_radius(pair[1], reach))
+    radii = _checks.kernel_radii(pair, reach)
     return _map(array, operation, pair, radii, border, gpu, backend, {"truncate": reach, "mode": border})
 
 

@@ -48,6 +48,7 @@ from .operations._checks import (
     field_array,
     field_pair,
     filter_mode,
+    kernel_radii,
     metric_name,
     neighbour_count,
     out_array,
@@ -57,10 +58,10 @@ from .operations._checks import (
     sigma_pair,
     threshold_below,
     truncate_value,
-    varying_fields,
     window_edge,
     window_points,
 )
+from .operations._registration_fields import finite_and_in_range
 
 __all__ = [
     "CHUNK",
@@ -419,6 +420,7 @@ def _smoothing(operation: str, field: Any, sigma: Any, truncate: Any, mode: Any,
     array = field_array(field)
     pair = sigma_pair(sigma)
     reach = truncate_value(truncate)
+    kernel_radii(pair, reach)  # a kernel no array can hold is the caller's, refused before a backend
     border = filter_mode(mode)
     use_gpu = _options(gpu, backend)
     target = out_array(out, array.shape, array)
@@ -463,8 +465,8 @@ def gaussian_filter(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = 
     :param out: a float32 C-contiguous array of the field's shape to write into.
     :returns: float32 of the field's shape (``out`` when given).
     :raises ValueError: ``field`` is not 2-D (or a stack); ``sigma`` is negative, not finite or
-        not one or two values; ``truncate`` is negative or not finite; ``mode`` is unknown; ``out``
-        does not fit.
+        not one or two values; ``truncate`` is negative or not finite; the two give a kernel radius
+        no NumPy array can hold (over ``2**59 - 1`` pixels); ``mode`` is unknown; ``out`` does not fit.
     :raises TypeError: ``field``, ``sigma`` or ``truncate`` is not numeric, ``mode`` is not a
         string, ``out`` is not a float32 array.
     """
@@ -509,11 +511,11 @@ def window_maxima(stack: Any, points: Any, size: Any, *, gpu: Any = True, backen
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
     :returns: float32 ``(N, *stack.shape[:-2])``.
-    :raises ValueError: as :func:`maximum_filter`, or ``points`` not ``(N, 2)`` whole coordinates
-        inside the field.
-    :raises TypeError: as :func:`maximum_filter`.
+    :raises ValueError: as :func:`maximum_filter` (naming ``stack``), or ``points`` not ``(N, 2)``
+        whole coordinates inside the field (``[]`` is no points).
+    :raises TypeError: as :func:`maximum_filter`, or ``points`` a masked array.
     """
-    array = field_array(stack)
+    array = field_array(stack, "stack")
     window = window_edge(size)
     use_gpu = _options(gpu, backend)
     rows = window_points(points, array.shape)
@@ -548,7 +550,8 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
 
     :param first: the reference field, 2-D, or a stack ``(..., H, W)``.
     :param second: the field(s) to place against it, the same shape.
-    :param expected: ``(rows, columns)``, roughly where ``second`` lies: the unwrap's centre.
+    :param expected: ``(rows, columns)``, roughly where ``second`` lies: the unwrap's centre
+        (within ``2**62`` pixels either way: the shift is int64).
     :param tolerance: how far from ``expected`` a shift may land and be accepted: one number, or
         ``(rows, columns)``; when given, it IS the test and the peak ratio is only recorded.
     :param min_peak_ratio: without a tolerance, the least peak-to-mean ratio a pair is accepted at
@@ -556,7 +559,8 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
     :param gpu: ``False`` keeps it on the CPU.
     :param backend: force one backend by name; its failure is raised.
     :returns: a :class:`Registration`: scalars for two 2-D fields, arrays of ``shape[:-2]`` for
-        stacks. A field with no variation is never accepted (its ratio is 0).
+        stacks. A field with no variation is never accepted (its ratio is 0); a field's scale
+        never matters (one of ``1e-200`` is moved into range by an exact power of two).
     :raises ValueError: different shapes, fewer than two dimensions, an empty field, NaN or
         infinite pixels, a bad ``expected``, ``tolerance`` or ``min_peak_ratio``.
     :raises TypeError: non-numeric input or options.
@@ -571,12 +575,7 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
         a, b = cast_keeping_broadcast(a, np.dtype(np.float64)), cast_keeping_broadcast(b, np.dtype(np.float64))
     shape = a.shape
     count = int(np.prod(shape[:-2], dtype=np.int64))
-    varies: np.ndarray = np.ones(shape[:-2], dtype=bool)
-    for name, data in (("first", a), ("second", b)):
-        if count == 0:
-            break
-        varies = varies & varying_fields(data, name)
-    varies = np.broadcast_to(varies, shape[:-2]).reshape(count)
+    a, b, varies = finite_and_in_range(a, b)
     if count == 0:
         REGISTRY.record_served("phase_correlate")
         return judge(np.zeros(0, _I64), np.zeros(0), varies, shape, about, limits, floor, "core")

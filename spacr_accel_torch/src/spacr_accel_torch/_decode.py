@@ -78,6 +78,23 @@ def _surfaces(references: torch.Tensor, second: torch.Tensor,
     return where, ratio
 
 
+def _on_host(fields: np.ndarray, host: type[np.float32] | None) -> np.ndarray:
+    """``(N, H, W)`` fields as they are sent: as they are where the device has float64; for one
+    without (Metal), each multiplied by the power of two that brings its largest magnitude into
+    ``[0.5, 1)``, then cast to float32.
+
+    WHY. The normalised spectrum does not depend on a field's scale, but float32's range is narrow:
+    the product of two transforms of fields of ``1e20`` overflows it, of ``1e-20`` underflows it (a
+    varying pair read as "no variation"), and a float64 field past ``3.4e38`` would be cast to inf.
+    A power of two is exact, so a field already in range gives the same float32 arithmetic, scaled.
+    """
+    if host is None:
+        return np.ascontiguousarray(fields)
+    magnitude = np.abs(fields).max(axis=(-2, -1), initial=0.0)
+    exponent = np.frexp(magnitude)[1]  # 0 for an all-zero field: left as it is
+    return np.ascontiguousarray(np.ldexp(fields, -exponent[:, None, None]), dtype=host)
+
+
 def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
                     device: Device) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's surface peak and ratio; the pairs in batches sized to the device's free memory.
@@ -105,8 +122,8 @@ def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
 
     def step(start: int, stop: int) -> None:
         chosen, index = np.unique(pairing[start:stop], return_inverse=True)
-        a = tensor(np.ascontiguousarray(first[chosen], dtype=host), device.torch).to(dtype)
-        b = tensor(np.ascontiguousarray(second[start:stop], dtype=host), device.torch).to(dtype)
+        a = tensor(_on_host(first[chosen], host), device.torch).to(dtype)
+        b = tensor(_on_host(second[start:stop], host), device.torch).to(dtype)
         where, ratio = _surfaces(a, b, tensor(index.reshape(-1), device.torch))
         peaks[start:stop] = where.cpu().numpy()
         ratios[start:stop] = ratio.to(torch.float64).cpu().numpy()

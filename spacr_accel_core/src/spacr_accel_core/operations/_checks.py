@@ -13,8 +13,6 @@ import numpy as np
 
 from ..contract._declaration import NARROW_FIELDS
 from ..contract._errors import describe
-from ..contract._registration import repeats_read_once
-from ..tiling import cpu_threads, run_parts
 
 _NUMERIC_KINDS = frozenset("biuf")
 _F32 = np.dtype(np.float32)
@@ -78,12 +76,29 @@ def _options(gpu: Any, backend: Any) -> bool:
     return bool(gpu)
 
 
+def _scalar(value: Any) -> Any:
+    """A 0-d array as the NumPy scalar it holds (NumPy's own reading: ``np.ndim(x) == 0`` is a
+    number, and SciPy takes ``np.array(1.5)`` as a sigma); anything else as it is."""
+    return value[()] if type(value) is np.ndarray and value.ndim == 0 else value
+
+
+def _float(value: Any) -> float:
+    """``float(value)``, an integer beyond float64's range as the infinity of its sign rather than
+    an OverflowError (``10**400`` is a perfectly good number, larger than every float64)."""
+    try:
+        with np.errstate(over="ignore"):  # an np.longdouble beyond float64: its infinity, quietly
+            return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _integer(value: Any, name: str) -> int:
     """A whole number of pixels or rows: any integer, or a float holding a whole number.
 
     spaCR computes sizes from radii and scales (``2 * radius + 1`` with a float radius), so ``7.0``
     and ``np.float32(7)`` are taken as 7; a fraction is refused rather than silently rounded.
     """
+    value = _scalar(value)
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got a bool ({value!r})")
     try:
@@ -99,10 +114,11 @@ def _integer(value: Any, name: str) -> int:
 
 
 
-def fields_shape(shape: tuple[int, ...]) -> None:
-    """A field is 2-D, or a stack ``(..., H, W)`` of 2-D fields; anything else is refused."""
+def fields_shape(shape: tuple[int, ...], name: str = "field") -> None:
+    """A field is 2-D, or a stack ``(..., H, W)`` of 2-D fields; anything else is refused (the
+    message names the caller's argument: ``stack`` for :func:`~spacr_accel_core.ops.window_maxima`)."""
     if len(shape) < 2:
-        raise ValueError(f"field must be a 2-D array (or a stack (..., H, W) of 2-D fields), got "
+        raise ValueError(f"{name} must be a 2-D array (or a stack (..., H, W) of 2-D fields), got "
                          f"{len(shape)}-D with shape {shape}")
 
 
@@ -315,11 +331,14 @@ def filter_mode(mode: Any) -> str:
 
 
 def _real(value: Any, name: str) -> float:
+    value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} ({value!r})")
-    number = float(value)
+    number = _float(value)
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        finite = isinstance(value, (int, np.integer)) or bool(np.isfinite(value))
+        beyond = " (beyond float64's range)" if finite else ""
+        raise ValueError(f"{name} must be finite, got {value!r}{beyond}")
     return number
 
 
@@ -327,6 +346,7 @@ def sigma_pair(sigma: Any) -> tuple[float, float]:
     """``sigma`` as ``(rows, columns)`` standard deviations in pixels: a number or a pair, each
     finite and not negative. 0 is taken as SciPy takes it: that axis is not smoothed (a sigma of
     at most :data:`SIGMA_SKIPPED` leaves its axis as it is)."""
+    sigma = _scalar(sigma)
     if isinstance(sigma, (tuple, list, np.ndarray)):
         values = list(np.asarray(sigma, dtype=object).ravel()) if isinstance(sigma, np.ndarray) else list(sigma)
         if len(values) != 2 or (isinstance(sigma, np.ndarray) and sigma.ndim != 1):
@@ -354,6 +374,26 @@ def gaussian_radius(sigma: float, truncate: float) -> int:
     return 0 if sigma <= SIGMA_SKIPPED else int(truncate * sigma + 0.5)
 
 
+KERNEL_RADIUS_LIMIT = (sys.maxsize // 8 - 1) // 2
+"""The longest half-width a kernel may have: ``2 * radius + 1`` float64 weights is the most a NumPy
+array can hold (``2**59 - 1`` on a 64-bit machine). Past it no backend could build the kernel
+(NumPy raises "Maximum allowed size exceeded", or OverflowError for an infinite radius), which is
+the caller's input, not a backend's fault; below it a kernel too large for the memory is an
+out-of-memory, as any large call is."""
+
+
+def kernel_radii(sigma: tuple[float, float], truncate: float) -> tuple[int, int]:
+    """The kernel's half-width along the rows and the columns (:func:`gaussian_radius`), refused
+    with a ValueError naming both arguments when it is longer than :data:`KERNEL_RADIUS_LIMIT`."""
+    for value in sigma:
+        reach = truncate * value + 0.5  # float64: 1e300 * 1e300 is inf, no exception
+        if value > SIGMA_SKIPPED and not reach < KERNEL_RADIUS_LIMIT + 1:
+            raise ValueError(f"sigma and truncate give a kernel radius of {reach:.4g} pixels (int(truncate * "
+                             f"sigma + 0.5) with sigma {value!r}, truncate {truncate!r}); at most "
+                             f"{KERNEL_RADIUS_LIMIT} is taken, the longest kernel a NumPy array can hold")
+    return gaussian_radius(sigma[0], truncate), gaussian_radius(sigma[1], truncate)
+
+
 # ---- the decode chain: points, and registration's options ---------------------------------------
 
 
@@ -361,23 +401,30 @@ def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     """``points`` as C-contiguous int64 ``(N, 2)`` rows ``(y, x)``, each a pixel of a field of ``shape``.
 
     A point outside the field has no window to read (NumPy's negative indices would read the
-    opposite edge), and a fractional one no centre pixel, so both are refused, not rounded.
+    opposite edge), and a fractional one no centre pixel, so both are refused, not rounded. No
+    points are ``[]`` or zero rows of two; ``(2, 0)`` is two points without coordinates, refused.
     """
+    if "numpy.ma" in sys.modules and isinstance(points, np.ma.MaskedArray):
+        raise TypeError("points is a masked array; pass points[~points.mask.any(axis=1)] or points.data "
+                        "(a mask would be silently ignored)")
     try:
         array = np.asarray(points)
     except (ValueError, TypeError, RuntimeError) as exc:
         raise ValueError(f"points cannot be read as an (N, 2) array: {describe(exc)}") from None
-    if array.size == 0 and array.ndim <= 2:
+    if array.shape == (0,):
         array = array.reshape(0, 2)
     if array.ndim != 2 or array.shape[1] != 2:
         raise ValueError(f"points must be an (N, 2) array of (y, x) rows, got shape {array.shape}")
     if array.dtype.kind not in "iuf":
+        values = list(array.flat) if array.dtype == object else []
+        if values and all(type(value) is int for value in values) and max(map(abs, values)) >= 2**62:
+            raise ValueError("points holds a coordinate outside the field")  # Python integers past int64
         raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
-    if array.dtype.kind == "f":
-        if not (np.isfinite(array).all() and (array == np.floor(array)).all()):
-            raise ValueError("points must be whole pixel coordinates; got a fractional or non-finite one")
-        if array.size and np.abs(array).max() >= 2.0 ** 62:
-            raise ValueError("points holds a coordinate outside the field")
+    if array.dtype.kind == "f" and not (np.isfinite(array).all() and (array == np.floor(array)).all()):
+        raise ValueError("points must be whole pixel coordinates; got a fractional or non-finite one")
+    if array.dtype.kind in "uf" and array.size and float(np.abs(array).max()) >= 2.0 ** 62:
+        # Past int64 (a uint64 of 2**63 would be cast to a negative coordinate): outside any field.
+        raise ValueError("points holds a coordinate outside the field")
     rows = np.ascontiguousarray(array, dtype=_I64)
     height, width = shape[-2:]
     outside = (rows[:, 0] < 0) | (rows[:, 0] >= height) | (rows[:, 1] < 0) | (rows[:, 1] >= width)
@@ -388,17 +435,31 @@ def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     return rows
 
 
+SHIFT_LIMIT = 2**62
+"""The largest expected shift, in pixels either way: the unwrap's arithmetic is int64 and adds an
+axis length to it, so past this it would overflow silently (a shift of ``2**63 - 1`` rows came back
+negative)."""
+
+
 def expected_shift(expected: Any) -> tuple[int, int]:
-    """The shift a registration expects, ``(rows, columns)``, as two whole numbers."""
+    """The shift a registration expects, ``(rows, columns)``, as two whole numbers within
+    :data:`SHIFT_LIMIT`."""
+    expected = _scalar(expected)
     if isinstance(expected, (str, bytes)) or not hasattr(expected, "__len__") or len(expected) != 2:
         raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {expected!r}")
-    return _integer(expected[0], "expected[0]"), _integer(expected[1], "expected[1]")
+    pair = _integer(expected[0], "expected[0]"), _integer(expected[1], "expected[1]")
+    for axis, value in enumerate(pair):
+        if abs(value) > SHIFT_LIMIT:
+            raise ValueError(f"expected[{axis}] must be within 2**62 pixels either way (the shift is computed "
+                             f"in int64), got {expected[axis]!r}")
+    return pair
 
 
 def _non_negative(value: Any, name: str) -> float:
+    value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a non-negative number, got {type(value).__name__} ({value!r})")
-    number = float(value)
+    number = _float(value)
     if not number >= 0.0:
         raise ValueError(f"{name} must be a non-negative number of pixels, got {value!r}")
     return number
@@ -406,7 +467,9 @@ def _non_negative(value: Any, name: str) -> float:
 
 def shift_tolerance(tolerance: Any) -> tuple[float, float] | None:
     """``None``, one distance for both axes, or ``(rows, columns)``: how far from the expected shift
-    a registration may land and be accepted (the two axes differ: a stage's skew is across)."""
+    a registration may land and be accepted (the two axes differ: a stage's skew is across). A
+    tolerance beyond float64's range is infinite: every shift is within it."""
+    tolerance = _scalar(tolerance)
     if tolerance is None:
         return None
     if isinstance(tolerance, (tuple, list, np.ndarray)):
@@ -418,11 +481,13 @@ def shift_tolerance(tolerance: Any) -> tuple[float, float] | None:
 
 
 def ratio_floor(min_peak_ratio: Any) -> float:
-    """``min_peak_ratio`` as a float; NaN would accept nothing silently, so it is refused."""
+    """``min_peak_ratio`` as a float (beyond float64's range, the infinity of its sign); NaN would
+    accept nothing silently, so it is refused."""
+    min_peak_ratio = _scalar(min_peak_ratio)
     if isinstance(min_peak_ratio, (bool, np.bool_)) or not isinstance(
             min_peak_ratio, (int, float, np.integer, np.floating)):
         raise TypeError(f"min_peak_ratio must be a number, got {type(min_peak_ratio).__name__}")
-    value = float(min_peak_ratio)
+    value = _float(min_peak_ratio)
     if math.isnan(value):
         raise ValueError("min_peak_ratio is NaN")
     return value
@@ -438,46 +503,11 @@ def field_pair(first: np.ndarray, second: np.ndarray) -> None:
         raise ValueError(f"first and second have empty fields (shape {first.shape})")
 
 
-def varying_fields(data: np.ndarray, name: str) -> np.ndarray:
-    """Whether each distinct field of a registration input varies (its maximum above its minimum),
-    after checking that every pixel is finite.
-
-    Two reductions answer both questions: NaN and inf reach the minimum or the maximum. A leading
-    axis of stride 0 (a reference cycle broadcast against every cycle) is read once. The rows are
-    shared between the threads: on 44 fields of 1480 x 1480 float32 the two reductions took 49 ms
-    on one thread, 24 ms on two, of a call whose transforms take about 1.8 s.
-
-    :param data: ``(..., H, W)`` float32 or float64 with non-empty fields.
-    :param name: the argument's name for the error.
-    :returns: bool, the leading shape with each stride-0 axis of length 1 (it broadcasts back).
-    :raises ValueError: a NaN or infinite pixel.
-    """
-    seen = repeats_read_once(data)
-    height = seen.shape[-2]
-    parts = min(height, cpu_threads()) if seen.size >= _SPLIT_PIXELS else 1
-    edges = np.linspace(0, height, parts + 1).astype(int)
-    ranges = run_parts(_band_range, [(seen, slice(int(edges[i]), int(edges[i + 1]))) for i in range(parts)])
-    low = np.minimum.reduce([band[0] for band in ranges])
-    high = np.maximum.reduce([band[1] for band in ranges])
-    if not (np.isfinite(low).all() and np.isfinite(high).all()):
-        raise ValueError(f"{name} holds NaN or infinite pixels; registration needs finite fields")
-    varies: np.ndarray = high > low
-    return varies
-
-
-_SPLIT_PIXELS = 1 << 18
-"""Below this many pixels the two reductions take under ~0.1 ms: a thread hand-off would not pay."""
-
-
-def _band_range(seen: np.ndarray, rows: slice) -> tuple[np.ndarray, np.ndarray]:
-    band = seen[..., rows, :]
-    return band.min(axis=(-2, -1)), band.max(axis=(-2, -1))
-
-
-def field_array(field: Any) -> np.ndarray:
-    """``field`` as an array of numbers with at least the two field axes (what every field operation checks)."""
-    array = _numeric(field, "field")
-    fields_shape(array.shape)
+def field_array(field: Any, name: str = "field") -> np.ndarray:
+    """``field`` as an array of numbers with at least the two field axes (what every field operation
+    checks); ``name`` is the caller's argument name."""
+    array = _numeric(field, name)
+    fields_shape(array.shape, name)
     return array
 
 

@@ -1,0 +1,235 @@
+"""Edges an adversarial review of the decode chain's inputs found: kernels no array can hold,
+numbers beyond float64's range, 0-d arrays given as numbers, expected shifts past int64's
+arithmetic, points of the wrong shape or kind, the ``stack`` argument named as itself, and fields
+whose scale underflows or overflows the transform. Each is checked on the backends forced by name
+and on automatic dispatch, so the rule is the core's, not one backend's luck."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+from spacr_accel_core import last_dispatch, ops
+from spacr_accel_core.testing import assert_same_field
+
+BACKENDS = ["numpy", "numba", None]
+FIELD = np.random.default_rng(3).random((9, 11)).astype(np.float32)
+STACK = np.random.default_rng(4).random((2, 3, 6, 7)).astype(np.float32)
+PAIR = np.random.default_rng(5).random((12, 10))
+SHIFTED = np.roll(PAIR, (2, -3), axis=(0, 1))
+
+
+# ---- the Gaussians' kernel ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("operation", ["gaussian_filter", "gaussian_laplace"])
+@pytest.mark.parametrize(("sigma", "truncate"), [(1e300, 4.0), (1e18, 4.0), (1.0, 1e300), (1e200, 1e200)])
+def test_a_kernel_no_array_can_hold_is_refused_before_any_backend(backend: str | None, operation: str,
+                                                                  sigma: float, truncate: float) -> None:
+    """A radius of 4e18 pixels is no kernel NumPy can allocate: a backend handed it raised
+    ``ValueError: Maximum allowed size exceeded`` (or OverflowError for an infinite radius) and was
+    quarantined as faulty for the rest of the process, for the caller's typo."""
+    call = getattr(ops, operation)
+    with pytest.raises(ValueError, match=r"sigma and truncate give a kernel radius of .* pixels") as raised:
+        call(FIELD, sigma, truncate=truncate, backend=backend)
+    assert "at most" in str(raised.value)
+    # The backend was never asked, so it still serves the next call.
+    assert_same_field(call(FIELD, 1.0, backend=backend),
+                      getattr(ndi, operation)(FIELD, 1.0, axes=(-2, -1)))
+    if backend is not None:
+        assert last_dispatch().backend == backend  # type: ignore[union-attr]
+
+
+def test_the_largest_radius_is_an_allocation_not_an_input_error() -> None:
+    """Below the limit a kernel is the caller's to ask for (SciPy computes one wider than the field):
+    the check refuses only what no array can hold."""
+    from spacr_accel_core.operations._checks import kernel_radii
+
+    assert kernel_radii((2.0**56, 0.0), 4.0) == (2**58, 0)
+    with pytest.raises(ValueError, match="at most"):
+        kernel_radii((2.0**57, 0.0), 4.0)
+
+
+@pytest.mark.parametrize(("keywords", "name"), [({"sigma": 10**400}, "sigma"), ({"sigma": (1, -(10**400))}, "sigma"),
+                                                ({"sigma": 1.0, "truncate": 10**400}, "truncate")])
+def test_numbers_beyond_float64_are_named(keywords: dict[str, object], name: str) -> None:
+    """``float(10**400)`` raised a bare OverflowError that named nothing."""
+    with pytest.raises(ValueError, match=f"{name} must be finite"):
+        ops.gaussian_filter(FIELD, **keywords)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_zero_d_array_sigma_is_the_number_it_holds(backend: str | None) -> None:
+    """``np.array(1.5)`` is a number to SciPy; it was refused as "a pair ... got 1 values"."""
+    for operation in ("gaussian_filter", "gaussian_laplace"):
+        want = getattr(ndi, operation)(FIELD, np.array(1.5), axes=(-2, -1))
+        assert_same_field(getattr(ops, operation)(FIELD, np.array(1.5), backend=backend), want)
+    with pytest.raises(ValueError, match="sigma must be a number or a pair"):
+        ops.gaussian_filter(FIELD, np.array([1.5]))
+
+
+def test_a_sigma_is_read_as_its_value_whatever_its_type() -> None:
+    """A decision pinned: SciPy computes its kernel's exponent in the sigma's own type (float32 for
+    ``np.float32(1.3)``), so its answer depends on the type; here a sigma is its float64 value, and
+    the answer is SciPy's for ``float(sigma)``."""
+    for sigma in (np.float32(1.3), np.float16(0.7), np.int8(2)):
+        for operation in ("gaussian_filter", "gaussian_laplace"):
+            want = getattr(ndi, operation)(FIELD, float(sigma), axes=(-2, -1))
+            assert_same_field(getattr(ops, operation)(FIELD, sigma), want)
+
+
+# ---- window_maxima: the stack and the points ---------------------------------------------------
+
+
+def test_window_maxima_names_its_stack() -> None:
+    """The argument is ``stack``; the messages said ``field``."""
+    with pytest.raises(ValueError, match=r"stack must be a 2-D array \(or a stack"):
+        ops.window_maxima(np.ones(5), [[0, 0]], 3)
+    with pytest.raises(TypeError, match="stack must hold real numbers"):
+        ops.window_maxima(STACK.astype(complex), [[0, 0]], 3)
+    with pytest.raises(TypeError, match="stack is a masked array"):
+        ops.window_maxima(np.ma.array(STACK), [[0, 0]], 3)
+
+
+@pytest.mark.parametrize("points", [np.zeros((2, 0)), np.zeros((0, 3)), [[]], np.zeros((0, 2, 1))])
+def test_points_not_n_by_2_are_refused_even_when_empty(points: object) -> None:
+    """``(2, 0)`` (two points without coordinates) was reshaped to ``(0, 2)`` and answered with no
+    rows; ``(0, 3)`` and ``[[]]`` were taken as no points."""
+    with pytest.raises(ValueError, match=r"points must be an \(N, 2\) array"):
+        ops.window_maxima(STACK, points, 3)
+
+
+def test_no_points_are_an_empty_list_or_zero_rows() -> None:
+    for points in ([], np.zeros((0, 2), np.int64), np.zeros(0)):
+        got = ops.window_maxima(STACK, points, 3)
+        assert got.shape == (0, 2, 3) and got.dtype == np.float32
+
+
+def test_masked_points_are_refused() -> None:
+    """The mask was silently ignored: a read under it was measured as real."""
+    points = np.ma.array([[1, 2], [3, 4]], mask=[[0, 0], [1, 1]])
+    with pytest.raises(TypeError, match="points is a masked array"):
+        ops.window_maxima(STACK, points, 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float16_points_warn_nothing(backend: str | None) -> None:
+    """The range check compared float16 coordinates with ``2.0 ** 62``, which overflows float16:
+    a RuntimeWarning for valid points (an exception under ``-W error``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = ops.window_maxima(STACK, np.array([[1, 2], [5, 6]], np.float16), 3, backend=backend)
+    assert got.tobytes() == ops.window_maxima(STACK, [[1, 2], [5, 6]], 3).tobytes()
+
+
+def test_unsigned_points_beyond_int64_are_not_reported_wrapped() -> None:
+    """A uint64 coordinate of 2**63 was cast to int64 first and reported as -9223372036854775808."""
+    with pytest.raises(ValueError, match="points holds a coordinate outside the field") as raised:
+        ops.window_maxima(STACK, np.array([[2**63, 0]], np.uint64), 3)
+    assert "-9223372036854775808" not in str(raised.value)
+    np.testing.assert_array_equal(ops.window_maxima(STACK, np.array([[5, 6]], np.uint64), 3),
+                                  ops.window_maxima(STACK, [[5, 6]], 3))
+
+
+# ---- phase_correlate: options ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expected", [(2**63, 0), (0, 10**30), (1e300, 0), (2**62 + 1, 0), (-(2**63), 0)])
+def test_an_expected_shift_beyond_int64_arithmetic_is_refused(expected: tuple[object, object]) -> None:
+    """``(2**63 - 1, 0)`` came back as a shift of -9223372036854775806 (the unwrap overflowed int64
+    silently); ``(2**63, 0)`` raised a bare OverflowError."""
+    with pytest.raises(ValueError, match=r"expected\[[01]\] must be within"):
+        ops.phase_correlate(PAIR, SHIFTED, expected=expected)
+
+
+@pytest.mark.parametrize("about", [2**62, -(2**62), 2**62 - 5])
+def test_an_expected_shift_at_the_bound_unwraps_exactly(about: int) -> None:
+    found = ops.phase_correlate(PAIR, SHIFTED, expected=(about, -about))
+    assert (found.dy - (-2)) % 12 == 0 and abs(found.dy - about) <= 6
+    assert (found.dx - 3) % 10 == 0 and abs(found.dx + about) <= 5
+
+
+def test_a_zero_d_tolerance_is_the_number_it_holds() -> None:
+    """``np.array(2.0)`` raised ``TypeError: len() of unsized object``, naming nothing."""
+    assert ops.phase_correlate(PAIR, SHIFTED, tolerance=np.array(4.0)) == ops.phase_correlate(PAIR, SHIFTED,
+                                                                                               tolerance=4.0)
+    assert ops.phase_correlate(PAIR, SHIFTED, min_peak_ratio=np.array(80.0)).accepted is False
+
+
+@pytest.mark.parametrize(("keywords", "accepted"), [({"tolerance": 10**400}, True),
+                                                    ({"tolerance": (0, 10**400)}, False),
+                                                    ({"min_peak_ratio": 10**400}, False),
+                                                    ({"min_peak_ratio": -(10**400)}, True)])
+def test_bounds_beyond_float64_are_infinite(keywords: dict[str, object], accepted: bool) -> None:
+    """Past float64's range a tolerance or a ratio floor is larger than every shift or ratio, as
+    ``max_distance`` is: it raised a bare OverflowError."""
+    assert ops.phase_correlate(PAIR, SHIFTED, **keywords).accepted is accepted  # type: ignore[arg-type]
+
+
+# ---- phase_correlate: the fields' scale --------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e-160, 2.0**-1000, 1e160, 1e200, 1e300, 2.0**1000])
+def test_registration_does_not_depend_on_the_fields_scale(backend: str | None, scale: float) -> None:
+    """Finite, varying fields of 1e-200 came back as "no variation" (the product of the transforms
+    underflowed to zero), 1e-160 differently on numpy and numba, and 1e200 raised an overflow
+    warning inside the NumPy backend; the normalised spectrum does not depend on the scale."""
+    want = ops.phase_correlate(PAIR, SHIFTED, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        both = ops.phase_correlate(PAIR * scale, SHIFTED * scale, backend=backend)
+        one = ops.phase_correlate(PAIR * scale, SHIFTED, backend=backend)
+    for found in (both, one):
+        assert (found.dy, found.dx, found.accepted) == (want.dy, want.dx, want.accepted) == (-2, 3, True)
+        assert found.peak_ratio == pytest.approx(want.peak_ratio, rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_power_of_two_scale_is_the_same_registration_bit_for_bit(backend: str | None) -> None:
+    want = ops.phase_correlate(PAIR, SHIFTED, backend=backend)
+    for power in (-900, 900):
+        found = ops.phase_correlate(PAIR * 2.0**power, SHIFTED * 2.0**power, backend=backend)
+        assert found.peak_ratio == want.peak_ratio and found.shift == want.shift
+
+
+def test_a_stack_and_a_broadcast_reference_are_rescaled_field_by_field() -> None:
+    cycles = np.stack([PAIR * 1e-250, PAIR, PAIR * 1e250])
+    moved = np.stack([SHIFTED * 1e250, SHIFTED, SHIFTED * 1e-250])
+    found = ops.phase_correlate(cycles, moved)
+    np.testing.assert_array_equal(found.dy, [-2, -2, -2])
+    np.testing.assert_array_equal(found.accepted, [True, True, True])
+    reference = np.broadcast_to(PAIR * 1e-250, (3, *PAIR.shape))
+    again = ops.phase_correlate(reference, moved)
+    np.testing.assert_array_equal(again.dx, [3, 3, 3])
+    assert again.accepted.all()
+    still = ops.phase_correlate(np.full((2, 4, 4), 1e-300), np.full((2, 4, 4), 1e300))
+    assert not still.accepted.any() and not still.peak_ratio.any()  # no variation, at any scale
+
+
+def test_zero_d_arrays_are_numbers_for_every_option() -> None:
+    """What ``np.ndim`` calls a scalar: a size of ``np.array(3.0)`` was a TypeError."""
+    assert ops.maximum_filter(FIELD, np.array(3.0)).tobytes() == ops.maximum_filter(FIELD, 3).tobytes()
+    assert ops.gaussian_filter(FIELD, 1.0, truncate=np.array(2)).tobytes() == ops.gaussian_filter(
+        FIELD, 1.0, truncate=2.0).tobytes()
+    assert ops.phase_correlate(PAIR, SHIFTED, expected=(np.array(12), 0)).dy == 10
+
+
+@pytest.mark.parametrize("points", [[[2**70, 0]], [[1, -(2**64)]]])
+def test_integer_points_past_int64_are_outside_not_non_integers(points: object) -> None:
+    """Python integers past int64 make an object array: they were refused as "must hold integer
+    pixel coordinates", which they do."""
+    with pytest.raises(ValueError, match="points holds a coordinate outside the field"):
+        ops.window_maxima(STACK, points, 3)
+    with pytest.raises(ValueError, match="points must hold integer pixel coordinates, got dtype object"):
+        ops.window_maxima(STACK, np.array([[1, 2]], dtype=object), 3)
+
+
+def test_a_zero_d_expected_is_named_not_a_len_error() -> None:
+    """``expected=np.array(5)`` raised ``TypeError: len() of unsized object``, naming nothing."""
+    with pytest.raises(ValueError, match=r"expected must be a \(rows, columns\) pair"):
+        ops.phase_correlate(PAIR, SHIFTED, expected=np.array(5))
