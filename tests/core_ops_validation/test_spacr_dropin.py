@@ -14,6 +14,7 @@ tested as such and written down in the decisions page's drop-in section.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import math
 from typing import Any
 
@@ -317,3 +318,18 @@ def test_points_spacr_would_read_are_refused(points: Any, words: str) -> None:
         with pytest.raises(ValueError, match=words) as raised:
             bases(run, stack, points, 1)
         assert "points" in str(raised.value)
+
+
+# ---- the default expectation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_default_expected_folds_a_far_shift_silently(run: Run, caplog: pytest.LogCaptureFixture) -> None:
+    """Deliberate: spaCR logs a WARNING when ``expected`` is ``(0, 0)`` and a shift is more than a
+    sixteenth of its axis (-10 rows of 64 may be a neighbour's +54); the operations here do not log
+    on the data path. The fold itself is spaCR's."""
+    field = RNG.random((64, 48))
+    with caplog.at_level(logging.DEBUG, logger="spacr_accel_core"):
+        found = assert_spacrs_answer(run, field, np.roll(field, (10, -24), axis=(0, 1)))
+    assert found.shift == (-10, 24)
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
