@@ -23,7 +23,7 @@ class Registration:
     ``first``. For a stack of pairs every field is an array of the stack's leading shape.
 
     :param dy: rows to move ``second`` by, the representative of the wrapped peak nearest the
-        expected shift.
+        expected shift (halfway between two, the one spaCR's ``round`` picks: ties to even).
     :param dx: the same across columns.
     :param peak_ratio: the surface's peak against its mean absolute value: the evidence, not the
         shift (0 for a field with no variation).
