@@ -23,7 +23,7 @@ class Registration:
     ``first``. For a stack of pairs every field is an array of the stack's leading shape.
 
     :param dy: rows to move ``second`` by, the representative of the wrapped peak nearest the
-        expected shift.
+        expected shift (halfway between two, the one spaCR's ``round`` picks: ties to even).
     :param dx: the same across columns.
     :param peak_ratio: the surface's peak against its mean absolute value: the evidence, not the
         shift (0 for a field with no variation).
@@ -31,6 +31,11 @@ class Registration:
         when one is given, else a peak ratio of at least ``min_peak_ratio`` away from the origin.
         A field with no variation is never accepted.
     :param backend: the backend that computed the surfaces (``"core"`` for an empty stack).
+
+    A value, as spaCR's record is: two records are equal when every field is (for a stack, every
+    pair: NumPy's ``==`` of two arrays would raise "the truth value ... is ambiguous"), and a
+    stack's arrays are read-only views (the record is frozen; the caller's own arrays stay
+    writable). A record of two 2-D fields is hashable; a stack's, holding arrays, is not.
     """
 
     dy: Any
@@ -39,10 +44,39 @@ class Registration:
     accepted: Any
     backend: str
 
+    def __post_init__(self) -> None:
+        for name in _MEASURED:
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                view = value.view()
+                view.flags.writeable = False
+                object.__setattr__(self, name, view)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Registration) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.backend == other.backend and all(
+            _same(getattr(self, name), getattr(other, name)) for name in _MEASURED)
+
+    def __hash__(self) -> int:
+        return hash((self.dy, self.dx, self.peak_ratio, self.accepted, self.backend))
+
     @property
     def shift(self) -> tuple[Any, Any]:
         """``(dy, dx)``, for a caller that wants the pair."""
         return self.dy, self.dx
+
+
+_MEASURED = ("dy", "dx", "peak_ratio", "accepted")
+"""The record's fields that are numbers for two 2-D fields and arrays for a stack."""
+
+
+def _same(mine: Any, theirs: Any) -> bool:
+    """Whether two fields of two records hold the same value: numbers compared as numbers, arrays
+    (or a number beside an array) by shape and every element."""
+    if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)):
+        return bool(mine == theirs)
+    return bool(np.array_equal(mine, theirs))
 
 
 def nearest_representative(value: np.ndarray, extent: int, about: int) -> np.ndarray:
