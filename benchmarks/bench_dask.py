@@ -1,4 +1,5 @@
-"""The three ops on a LocalCluster against the same work in-process, each a ratio measured in one run.
+"""Three workloads (two of maximum_filter, one of nearest_neighbours) on a LocalCluster against the same
+work in-process, each a ratio measured in one run.
 
 These machines are shared and noisy, so nothing here is an absolute time: each target is the ratio
 of the cluster's time to the in-process time, the two run alternately (best of ``--repeats``).
