@@ -112,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         formatter_class=_Formatter,
         help="time each operation on each backend, checked against NumPy",
-        description="Run maximum_filter, matmul and nearest_neighbours on every backend that runs "
-                    "here, check each answer against NumPy, and print times and speed-ups. "
+        description="Run every operation on every backend that runs here, check each answer "
+                    "against NumPy, and print times and speed-ups. "
                     "Exits 1 when a backend gives a different answer.",
         epilog=f"The --json keys are documented at {DOCS_URL}",
     )

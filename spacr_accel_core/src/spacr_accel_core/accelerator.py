@@ -148,7 +148,7 @@ def capabilities(found: Accelerator | None = None) -> tuple[tuple[str, bool, str
     be a lie about the second.
 
     THE FIRST FIVE ROWS ARE spaCR's OWN, in its words and order (:data:`SPACR_TASKS`): its setup
-    screen and README generator match on them. Then this project's: the three primitives name
+    screen and README generator match on them. Then this project's: the operations name
     the backend that will run each (from the registry) and why the ones above it will not; plugins
     append rows through the ``spacr_accel_capabilities`` hook. Segmentation leads because it is
     what the acceleration is worth most to: 444 s for one 256x256 image on an Intel iMac's CPU,

@@ -1,6 +1,6 @@
 """The torch plugin's hookimpls: the device prober (from ``_probe``) and the torch backend.
 
-The backend runs the three primitives on the device :func:`spacr_accel_core.accelerator.resolve`
+The backend runs every operation on the device :func:`spacr_accel_core.accelerator.resolve`
 names: CUDA, ROCm, Metal or XPU, and the CPU when a caller forces ``backend="torch"`` on a machine
 without one. It is offered to automatic dispatch only where that device is a GPU: torch on a CPU
 is what the NumPy backend already does better.

@@ -1,4 +1,4 @@
-"""Device plumbing the three torch primitives share: where to run, how much room, what went wrong.
+"""Device plumbing the torch operations share: where to run, how much room, what went wrong.
 
 WHY TILES AND A FLOOR: see :mod:`spacr_accel_core.tiling`. This module brings torch's part: the
 free memory of a device, torch's out-of-memory test and its cache release.

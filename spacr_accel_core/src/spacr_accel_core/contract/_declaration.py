@@ -25,10 +25,11 @@ ATTRIBUTE: Final = "SPACR_ACCEL_PLUGIN"
 """The module (or object) attribute holding a plugin's :class:`Declaration`."""
 
 NARROW_FIELDS: Final = frozenset(np.dtype(name) for name in ("uint8", "int8", "uint16", "int16"))
-"""The field dtypes the core may pass to ``maximum_filter`` unconverted: camera dtypes, every value
-exact in float32 and the cast order-preserving, so a window maximum commutes with the cast and a
-plugin may filter in the narrow type (a half or a quarter of the bytes) and cast once. Every other
-field, and every field for a plugin that does not name its dtype, arrives as float32."""
+"""The field dtypes the core may pass to a field operation unconverted: camera dtypes, every value
+exact in float32 and the cast order-preserving, so a window extreme commutes with the cast (a
+plugin may filter in the narrow type, a half or a quarter of the bytes, and cast once) and the
+Gaussians, which read every pixel in float64, see the same values. Every other field, and every
+field for a plugin that does not name its dtype, arrives as float32."""
 
 _F32: Final = np.dtype(np.float32)
 
@@ -60,7 +61,7 @@ class Declaration:
         by one bad answer (a fault there is about one input). The NumPy floor declares it: with
         every other backend declining, it is the one that always answers.
     :param field_dtypes: camera dtypes (names from ``uint8``, ``int8``, ``uint16``, ``int16``) its
-        field operations (``maximum_filter``, ``local_maxima``) take unconverted; every other field
+        field operations (the four filters, ``local_maxima``, ``window_maxima``) take unconverted; every other field
         arrives float32. A tuple applies to every field operation; ``{operation: (names...)}``
         says it per operation (an operation not named gets float32 only).
     :param positive_zeros: its filter never returns ``-0.0``, so the core skips the ``+0.0`` pass

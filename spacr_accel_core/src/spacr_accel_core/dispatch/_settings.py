@@ -34,7 +34,6 @@ ENV_PROBE_TIMEOUT: Final = "SPACR_ACCEL_PROBE_TIMEOUT"
 ENV_DEVICE: Final = "SPACR_DEVICE"
 """Force a device (``cuda:1``, ``mps``, ``xpu``, ``directml``) or the CPU. The escape hatch for "the
 GPU answer looks wrong" that does not require uninstalling anything."""
-"""Seconds one probe may take before it is abandoned; ``inf`` waits forever."""
 
 DEFAULT_PROBE_TIMEOUT: Final = 60.0
 """Generous on purpose: a prober imports its library, and a cold ``import torch`` from a slow

@@ -6,6 +6,8 @@
 - ``_results``: the result checks and the agreements (when two answers are the same answer).
 - ``_adapters``: how each plugin's implementation is called whatever it declares.
 - ``_checks``: the input checks every operation shares, in memory and on Dask.
+- ``_registration_fields``: registration's fields before a backend sees them (finite, varying,
+  moved into the transforms' range).
 
 May import: the contract and the kit's layer (``reference`` included). Dispatch, the devices, the
 faces and the commands read it.
