@@ -33,9 +33,10 @@ class Registration:
     :param backend: the backend that computed the surfaces (``"core"`` for an empty stack).
 
     A value, as spaCR's record is: two records are equal when every field is (for a stack, every
-    pair: NumPy's ``==`` of two arrays would raise "the truth value ... is ambiguous"), and a
-    stack's arrays are read-only views (the record is frozen; the caller's own arrays stay
-    writable). A record of two 2-D fields is hashable; a stack's, holding arrays, is not.
+    pair: NumPy's ``==`` of two arrays would raise "the truth value ... is ambiguous"; a record is
+    equal to itself even holding NaN), and a stack's arrays are read-only views (the record is
+    frozen; the caller's own arrays stay writable), also once pickled or copied. A record of two
+    2-D fields is hashable; a stack's, holding arrays, is not.
     """
 
     dy: Any
@@ -55,11 +56,16 @@ class Registration:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Registration) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self.backend == other.backend and all(
-            _same(getattr(self, name), getattr(other, name)) for name in _MEASURED)
+        return self is other or (self.backend == other.backend and all(
+            _same(getattr(self, name), getattr(other, name)) for name in _MEASURED))
 
     def __hash__(self) -> int:
         return hash((self.dy, self.dx, self.peak_ratio, self.accepted, self.backend))
+
+    def __reduce__(self) -> tuple[type[Registration], tuple[Any, ...]]:
+        # Rebuilt through __init__, so an unpickled or deep-copied stack's arrays (Dask pickles
+        # records between processes) are read-only views again, not writable copies.
+        return self.__class__, (self.dy, self.dx, self.peak_ratio, self.accepted, self.backend)
 
     @property
     def shift(self) -> tuple[Any, Any]:
@@ -72,11 +78,14 @@ _MEASURED = ("dy", "dx", "peak_ratio", "accepted")
 
 
 def _same(mine: Any, theirs: Any) -> bool:
-    """Whether two fields of two records hold the same value: numbers compared as numbers, arrays
-    (or a number beside an array) by shape and every element."""
+    """Whether two fields of two records hold the same value: numbers compared as a tuple compares
+    them (the same object, or equal: spaCR's dataclass record), arrays (or a number beside an array)
+    by shape and every element; a lazy array (Dask's) is computed first."""
+    if mine is theirs:
+        return True
     if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)):
         return bool(mine == theirs)
-    return bool(np.array_equal(mine, theirs))
+    return bool(np.array_equal(np.asarray(mine), np.asarray(theirs)))
 
 
 def nearest_representative(value: np.ndarray, extent: int, about: int) -> np.ndarray:
