@@ -226,7 +226,18 @@ def test_integer_points_past_int64_are_outside_not_non_integers(points: object) 
     with pytest.raises(ValueError, match="points holds a coordinate outside the field"):
         ops.window_maxima(STACK, points, 3)
     with pytest.raises(ValueError, match="points must hold integer pixel coordinates, got dtype object"):
-        ops.window_maxima(STACK, np.array([[1, 2]], dtype=object), 3)
+        ops.window_maxima(STACK, np.array([[1, 2.5]], dtype=object), 3)
+    with pytest.raises(ValueError, match="points must hold integer pixel coordinates, got dtype object"):
+        ops.window_maxima(STACK, np.array([[1, True]], dtype=object), 3)
+
+
+@pytest.mark.parametrize("points", [np.array([[1, 2], [0, 3]], dtype=object),
+                                    np.array([[np.int64(1), 2], [np.uint8(0), 3]], dtype=object)])
+def test_integer_points_in_an_object_array_are_read_as_integers(points: np.ndarray) -> None:
+    """An object array of integers (a table's mixed column) was refused as "must hold integer pixel
+    coordinates", which it does, while the same integers past int64 were read as integers."""
+    want = ops.window_maxima(STACK, np.array([[1, 2], [0, 3]]), 3)
+    assert ops.window_maxima(STACK, points, 3).tobytes() == want.tobytes()
 
 
 def test_a_zero_d_expected_is_named_not_a_len_error() -> None:

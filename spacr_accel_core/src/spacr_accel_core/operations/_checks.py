@@ -416,10 +416,7 @@ def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     if array.ndim != 2 or array.shape[1] != 2:
         raise ValueError(f"points must be an (N, 2) array of (y, x) rows, got shape {array.shape}")
     if array.dtype.kind not in "iuf":
-        values = list(array.flat) if array.dtype == object else []
-        if values and all(type(value) is int for value in values) and max(map(abs, values)) >= 2**62:
-            raise ValueError("points holds a coordinate outside the field")  # Python integers past int64
-        raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
+        array = _object_integers(array)
     if array.dtype.kind == "f" and not (np.isfinite(array).all() and (array == np.floor(array)).all()):
         raise ValueError("points must be whole pixel coordinates; got a fractional or non-finite one")
     if array.dtype.kind in "uf" and array.size and float(np.abs(array).max()) >= 2.0 ** 62:
@@ -433,6 +430,17 @@ def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
         raise ValueError(f"points holds {int(outside.sum())} point(s) outside the {height} x {width} field, "
                          f"the first ({rows[first, 0]}, {rows[first, 1]}) at row {first}")
     return rows
+
+
+def _object_integers(array: np.ndarray) -> np.ndarray:
+    """``points`` of an object array (a table's mixed column, Python integers past int64) as int64
+    when every value is an integer, Python's or NumPy's; anything else is refused."""
+    values = list(array.flat) if array.dtype == object else [True]
+    if not all(isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) for value in values):
+        raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
+    if values and max(abs(int(value)) for value in values) >= 2**62:
+        raise ValueError("points holds a coordinate outside the field")  # past int64: outside any field
+    return array.astype(_I64)
 
 
 SHIFT_LIMIT = 2**62
