@@ -69,6 +69,9 @@ def test_a_device_without_float64_registers_fields_at_any_scale(scale: float) ->
     no_double = Device(torch.device("cpu"), float64=False)
     want = _decode.phase_correlate(first, second, np.arange(2), no_double)
     got = _decode.phase_correlate(first * scale, second * scale, np.arange(2), no_double)
+    plain = ops.phase_correlate(first, second, backend="numpy")  # the float64 floor, not torch itself
+    np.testing.assert_array_equal(want[0], (plain.dy % 32) * 24 + plain.dx % 24)
+    np.testing.assert_allclose(want[1], plain.peak_ratio, rtol=1e-4)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
     if np.log2(scale).is_integer():  # an exact power of two: the same float32 arithmetic, scaled
