@@ -7,6 +7,7 @@ and on automatic dispatch, so the rule is the core's, not one backend's luck."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -244,3 +245,33 @@ def test_a_zero_d_expected_is_named_not_a_len_error() -> None:
     """``expected=np.array(5)`` raised ``TypeError: len() of unsized object``, naming nothing."""
     with pytest.raises(ValueError, match=r"expected must be a \(rows, columns\) pair"):
         ops.phase_correlate(PAIR, SHIFTED, expected=np.array(5))
+
+
+# ---- integers too long to print ----------------------------------------------------------------
+
+HUGE = 10**5000
+"""Past Python's 4300-digit limit on ``str(int)``: a message quoting it with ``!r`` raised "Exceeds
+the limit (4300 digits) for integer string conversion" instead of naming the argument."""
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: ops.gaussian_filter(FIELD, 1.0, truncate=HUGE), "truncate"),
+    (lambda: ops.gaussian_filter(FIELD, -HUGE), "sigma"),
+    (lambda: ops.gaussian_filter(FIELD, (1.0, HUGE)), "sigma"),
+    (lambda: ops.phase_correlate(PAIR, PAIR, expected=(0, -HUGE)), r"expected\[1\]"),
+    (lambda: ops.phase_correlate(PAIR, PAIR, tolerance=-HUGE), "tolerance"),
+    (lambda: ops.nearest_neighbours(FIELD[:4, :2], FIELD[:4, :2], k=1, max_distance=-HUGE), "max_distance"),
+])
+def test_an_integer_too_long_to_print_is_named(call: Any, name: str) -> None:
+    with pytest.raises(ValueError, match=f"^{name} .* integer of 16610 bits"):
+        call()
+
+
+def test_a_max_distance_too_long_to_print_is_no_bound() -> None:
+    """``max_distance`` beyond float64's range is no bound; one past 4300 digits raised while the
+    refusal message for NaN was formatted, before the value was even read."""
+    points = FIELD[:5, :2]
+    want = ops.nearest_neighbours(points, points, k=2)
+    found = ops.nearest_neighbours(points, points, k=2, max_distance=HUGE)
+    np.testing.assert_array_equal(found[0], want[0])
+    np.testing.assert_array_equal(found[1], want[1])

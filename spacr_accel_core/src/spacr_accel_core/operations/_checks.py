@@ -82,6 +82,14 @@ def _scalar(value: Any) -> Any:
     return value[()] if type(value) is np.ndarray and value.ndim == 0 else value
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a message, an integer too long to print as its size: Python refuses to
+    turn one of over 4300 digits into text, which would replace the message with its own."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length()} bits"
+    return repr(value)
+
+
 def _float(value: Any) -> float:
     """``float(value)``, an integer beyond float64's range as the infinity of its sign rather than
     an OverflowError (``10**400`` is a perfectly good number, larger than every float64)."""
@@ -277,9 +285,9 @@ def distance_bound(max_distance: Any) -> float | None:
     if max_distance is None:
         return None
     exact = _exact_number(max_distance, "max_distance", "a non-negative number or None",
-                          f"max_distance must be a non-negative number, got {max_distance!r}")
+                          f"max_distance must be a non-negative number, got {_shown(max_distance)}")
     if exact < 0:
-        raise ValueError(f"max_distance must be a non-negative number, got {max_distance!r}")
+        raise ValueError(f"max_distance must be a non-negative number, got {_shown(max_distance)}")
     if exact == math.inf or exact > _FLOAT64_MAX:
         return None
     return float(_round_down(exact, np.float64))
@@ -338,7 +346,7 @@ def _real(value: Any, name: str) -> float:
     if not math.isfinite(number):
         finite = isinstance(value, (int, np.integer)) or bool(np.isfinite(value))
         beyond = " (beyond float64's range)" if finite else ""
-        raise ValueError(f"{name} must be finite, got {value!r}{beyond}")
+        raise ValueError(f"{name} must be finite, got {_shown(value)}{beyond}")
     return number
 
 
@@ -459,7 +467,7 @@ def expected_shift(expected: Any) -> tuple[int, int]:
     for axis, value in enumerate(pair):
         if abs(value) > SHIFT_LIMIT:
             raise ValueError(f"expected[{axis}] must be within 2**62 pixels either way (the shift is computed "
-                             f"in int64), got {expected[axis]!r}")
+                             f"in int64), got {_shown(expected[axis])}")
     return pair
 
 
@@ -469,7 +477,7 @@ def _non_negative(value: Any, name: str) -> float:
         raise TypeError(f"{name} must be a non-negative number, got {type(value).__name__} ({value!r})")
     number = _float(value)
     if not number >= 0.0:
-        raise ValueError(f"{name} must be a non-negative number of pixels, got {value!r}")
+        raise ValueError(f"{name} must be a non-negative number of pixels, got {_shown(value)}")
     return number
 
 
