@@ -87,7 +87,10 @@ def _shown(value: Any) -> str:
     turn one of over 4300 digits into text, which would replace the message with its own."""
     if isinstance(value, int) and value.bit_length() > 128:
         return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length()} bits"
-    return repr(value)
+    try:
+        return repr(value)
+    except ValueError:  # a container holding such an integer
+        return f"a {type(value).__name__} too long to print"
 
 
 def _float(value: Any) -> float:
@@ -462,7 +465,7 @@ def expected_shift(expected: Any) -> tuple[int, int]:
     :data:`SHIFT_LIMIT`."""
     expected = _scalar(expected)
     if isinstance(expected, (str, bytes)) or not hasattr(expected, "__len__") or len(expected) != 2:
-        raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {expected!r}")
+        raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {_shown(expected)}")
     pair = _integer(expected[0], "expected[0]"), _integer(expected[1], "expected[1]")
     for axis, value in enumerate(pair):
         if abs(value) > SHIFT_LIMIT:
@@ -490,7 +493,7 @@ def shift_tolerance(tolerance: Any) -> tuple[float, float] | None:
         return None
     if isinstance(tolerance, (tuple, list, np.ndarray)):
         if len(tolerance) != 2:
-            raise ValueError(f"tolerance must be one number or a (rows, columns) pair, got {tolerance!r}")
+            raise ValueError(f"tolerance must be one number or a (rows, columns) pair, got {_shown(tolerance)}")
         return _non_negative(tolerance[0], "tolerance[0]"), _non_negative(tolerance[1], "tolerance[1]")
     both = _non_negative(tolerance, "tolerance")
     return both, both
