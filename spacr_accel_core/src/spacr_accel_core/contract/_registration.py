@@ -56,8 +56,13 @@ class Registration:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Registration) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self is other or (self.backend == other.backend and all(
-            _same(getattr(self, name), getattr(other, name)) for name in _MEASURED))
+        if self is other:
+            return True
+        if self.backend != other.backend:
+            return False
+        values = _computed(tuple(getattr(record, name) for record in (self, other) for name in _MEASURED))
+        count = len(_MEASURED)
+        return all(_same(mine, theirs) for mine, theirs in zip(values[:count], values[count:], strict=True))
 
     def __hash__(self) -> int:
         return hash((self.dy, self.dx, self.peak_ratio, self.accepted, self.backend))
@@ -77,10 +82,20 @@ _MEASURED = ("dy", "dx", "peak_ratio", "accepted")
 """The record's fields that are numbers for two 2-D fields and arrays for a stack."""
 
 
+def _computed(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` with Dask's lazy arrays computed together, in one pass over their graphs: computed
+    one by one, each field of a Dask record would run its whole registration again."""
+    if not any(hasattr(value, "__dask_graph__") for value in values):
+        return values
+    from dask.base import compute  # already imported: the values are its collections
+
+    return tuple(compute(*values))  # type: ignore[no-untyped-call]  # dask.base.compute has no annotations
+
+
 def _same(mine: Any, theirs: Any) -> bool:
     """Whether two fields of two records hold the same value: numbers compared as a tuple compares
     them (the same object, or equal: spaCR's dataclass record), arrays (or a number beside an array)
-    by shape and every element; a lazy array (Dask's) is computed first."""
+    by shape and every element."""
     if mine is theirs:
         return True
     if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)):
