@@ -34,9 +34,10 @@ class Registration:
 
     A value, as spaCR's record is: two records are equal when every field is (for a stack, every
     pair: NumPy's ``==`` of two arrays would raise "the truth value ... is ambiguous"; a record is
-    equal to itself even holding NaN), and a stack's arrays are read-only views (the record is
-    frozen; the caller's own arrays stay writable), also once pickled or copied. A record of two
-    2-D fields is hashable; a stack's, holding arrays, is not.
+    equal to itself even holding NaN; a Dask record's arrays are computed, together, to be
+    compared), and a stack's arrays are read-only views (the record is frozen; the caller's own
+    arrays stay writable), also once pickled or copied. A record of two 2-D fields is hashable; a
+    stack's, holding arrays, is not.
     """
 
     dy: Any
