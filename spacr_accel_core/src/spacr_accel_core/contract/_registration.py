@@ -7,7 +7,8 @@ is decided here, once, in integers, so it cannot differ between backends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,7 @@ class Registration:
     def __reduce__(self) -> tuple[type[Registration], tuple[Any, ...]]:
         # Rebuilt through __init__, so an unpickled or deep-copied stack's arrays (Dask pickles
         # records between processes) are read-only views again, not writable copies.
-        return self.__class__, tuple(getattr(self, field.name) for field in fields(self))
+        return self.__class__, tuple(getattr(self, field.name) for field in dataclasses.fields(self))
 
     @property
     def shift(self) -> tuple[Any, Any]:
