@@ -56,3 +56,32 @@ def test_the_dask_layer_refuses_what_ops_refuses() -> None:
         sad.phase_correlate(stack, stack[0])
     with pytest.raises(ValueError, match="tolerance must be one number"):
         sad.phase_correlate(stack, stack, tolerance=(1, 2, 3))
+
+
+def test_two_lazy_records_compare_by_value_in_one_compute_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Comparing two Dask registrations computed their four fields one by one: each field's
+    compute ran the whole registration again (eight registrations for one ``==``)."""
+    from spacr_accel_core import _dask_decode
+
+    rng = np.random.default_rng(3)
+    first = rng.random((3, 14, 18))
+    second = np.roll(first, (2, -5), axis=(-2, -1))
+    calls = []
+    real = _dask_decode.ops.phase_correlate
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]  # forwarding the caller's arguments
+
+    monkeypatch.setattr(_dask_decode.ops, "phase_correlate", counted)
+    with dask.config.set(scheduler="sync"):
+        found = sad.phase_correlate(da.from_array(first), da.from_array(second), backend="numpy")
+        again = sad.phase_correlate(da.from_array(first), da.from_array(second), backend="numpy")
+        assert found == again
+        assert len(calls) <= 2  # at most once a record (Dask merges the two graphs when they are one)
+        moved = sad.phase_correlate(da.from_array(first), da.from_array(np.roll(second, 1, axis=-1)),
+                                    backend="numpy")
+        assert found != moved
+    monkeypatch.undo()
+    eager = ops.phase_correlate(first, second, backend="numpy")
+    assert found != eager  # another backend field: "dask" against "numpy"

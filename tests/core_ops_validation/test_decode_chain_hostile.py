@@ -7,6 +7,7 @@ and on automatic dispatch, so the rule is the core's, not one backend's luck."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -226,10 +227,53 @@ def test_integer_points_past_int64_are_outside_not_non_integers(points: object) 
     with pytest.raises(ValueError, match="points holds a coordinate outside the field"):
         ops.window_maxima(STACK, points, 3)
     with pytest.raises(ValueError, match="points must hold integer pixel coordinates, got dtype object"):
-        ops.window_maxima(STACK, np.array([[1, 2]], dtype=object), 3)
+        ops.window_maxima(STACK, np.array([[1, 2.5]], dtype=object), 3)
+    with pytest.raises(ValueError, match="points must hold integer pixel coordinates, got dtype object"):
+        ops.window_maxima(STACK, np.array([[1, True]], dtype=object), 3)
+
+
+@pytest.mark.parametrize("points", [np.array([[1, 2], [0, 3]], dtype=object),
+                                    np.array([[np.int64(1), 2], [np.uint8(0), 3]], dtype=object)])
+def test_integer_points_in_an_object_array_are_read_as_integers(points: np.ndarray) -> None:
+    """An object array of integers (a table's mixed column) was refused as "must hold integer pixel
+    coordinates", which it does, while the same integers past int64 were read as integers."""
+    want = ops.window_maxima(STACK, np.array([[1, 2], [0, 3]]), 3)
+    assert ops.window_maxima(STACK, points, 3).tobytes() == want.tobytes()
 
 
 def test_a_zero_d_expected_is_named_not_a_len_error() -> None:
     """``expected=np.array(5)`` raised ``TypeError: len() of unsized object``, naming nothing."""
     with pytest.raises(ValueError, match=r"expected must be a \(rows, columns\) pair"):
         ops.phase_correlate(PAIR, SHIFTED, expected=np.array(5))
+
+
+# ---- integers too long to print ----------------------------------------------------------------
+
+HUGE = 10**5000
+"""Past Python's 4300-digit limit on ``str(int)``: a message quoting it with ``!r`` raised "Exceeds
+the limit (4300 digits) for integer string conversion" instead of naming the argument."""
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: ops.gaussian_filter(FIELD, 1.0, truncate=HUGE), "truncate"),
+    (lambda: ops.gaussian_filter(FIELD, -HUGE), "sigma"),
+    (lambda: ops.gaussian_filter(FIELD, (1.0, HUGE)), "sigma"),
+    (lambda: ops.phase_correlate(PAIR, PAIR, expected=(0, -HUGE)), r"expected\[1\]"),
+    (lambda: ops.phase_correlate(PAIR, PAIR, tolerance=-HUGE), "tolerance"),
+    (lambda: ops.nearest_neighbours(FIELD[:4, :2], FIELD[:4, :2], k=1, max_distance=-HUGE), "max_distance"),
+    (lambda: ops.phase_correlate(PAIR, PAIR, expected=(HUGE,)), "expected"),
+    (lambda: ops.phase_correlate(PAIR, PAIR, tolerance=[HUGE]), "tolerance"),
+])
+def test_an_integer_too_long_to_print_is_named(call: Any, name: str) -> None:
+    with pytest.raises(ValueError, match=f"^{name} .*( integer of 16610 bits| too long to print)"):
+        call()
+
+
+def test_a_max_distance_too_long_to_print_is_no_bound() -> None:
+    """``max_distance`` beyond float64's range is no bound; one past 4300 digits raised while the
+    refusal message for NaN was formatted, before the value was even read."""
+    points = FIELD[:5, :2]
+    want = ops.nearest_neighbours(points, points, k=2)
+    found = ops.nearest_neighbours(points, points, k=2, max_distance=HUGE)
+    np.testing.assert_array_equal(found[0], want[0])
+    np.testing.assert_array_equal(found[1], want[1])

@@ -55,3 +55,19 @@ def test_a_constant_field_in_a_big_stack_is_refused_not_raised(threads: str) -> 
     assert found.accepted.tolist() == [True, False, True]
     assert found.peak_ratio[1] == 0.0
     assert (found.dy[0], found.dx[0]) == (-3, 5)
+
+
+def test_a_broadcast_reference_out_of_range_is_rescaled_once_and_stays_a_broadcast() -> None:
+    """spaCR's reference cycle, broadcast against 11 cycles and far out of range, is rescaled per
+    distinct field: the result is still a view of 4 fields, not 44 copies handed to the backend."""
+    rng = np.random.default_rng(6)
+    reference = rng.normal(size=(4, 16, 16)) * 1e-300
+    cycles = rng.normal(size=(11, 4, 16, 16)) * 1e300
+    first, second, varies = finite_and_in_range(np.broadcast_to(reference, cycles.shape), cycles)
+    assert first.strides[0] == 0 and first.shape == cycles.shape
+    magnitude = np.abs(first[0]).max(axis=(-2, -1))
+    assert ((magnitude >= 0.5) & (magnitude < 1)).all()
+    for field, given in zip(first[0], reference, strict=True):  # each field times one exact power of two
+        factor = np.unique(field / given)
+        assert factor.size == 1 and np.frexp(factor)[0][0] == 0.5
+    assert np.abs(second).max() < 1 and varies.all() and varies.shape == (44,)

@@ -4,7 +4,12 @@ arrays read-only."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
+import pickle
+import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -62,3 +67,41 @@ def test_a_stacks_arrays_are_read_only() -> None:
 def test_a_stack_record_is_not_hashable() -> None:
     with pytest.raises(TypeError, match="unhashable"):
         hash(ops.phase_correlate(FIRST, SECOND, backend="numpy"))
+
+
+@pytest.mark.parametrize("clone", [lambda record: pickle.loads(pickle.dumps(record)), copy.deepcopy, copy.copy],
+                         ids=["pickle", "deepcopy", "copy"])
+def test_a_stacks_arrays_stay_read_only_through_pickling_and_copies(clone: Any) -> None:
+    """Dask moves records between processes by pickling them: an unpickled (or deep-copied) record
+    came back with writable arrays, a frozen record that could be changed under its holder."""
+    found = ops.phase_correlate(FIRST, SECOND, backend="numpy")
+    again = clone(found)
+    assert again == found
+    for name in ("dy", "dx", "peak_ratio", "accepted"):
+        assert not getattr(again, name).flags.writeable
+    single = ops.phase_correlate(FIRST[0, 0], SECOND[0, 0], backend="numpy")
+    assert clone(single) == single and hash(clone(single)) == hash(single)
+
+
+def test_a_record_is_equal_to_itself_even_holding_nan() -> None:
+    """spaCR's dataclass record compares its fields as a tuple does (the same object is equal to
+    itself), so a record holding NaN is still equal to itself and findable in a set."""
+    record = Registration(1, 2, math.nan, False, "mine")
+    assert record == record  # noqa: PLR0124  # comparing with itself is the point
+    assert record in {record}
+    assert record == dataclasses.replace(record, dy=1)  # the same NaN object, carried over
+    stack = Registration(np.array([1]), np.array([2]), np.array([math.nan]), np.array([False]), "mine")
+    assert stack == stack  # noqa: PLR0124  # comparing with itself is the point
+
+
+def test_records_of_lazy_arrays_compare_without_a_warning() -> None:
+    """A Dask record's fields are dask arrays: ``np.array_equal`` on them warned that Dask does not
+    implement it (a FutureWarning: "may stop working"); they are computed and compared as arrays."""
+    da = pytest.importorskip("dask.array")
+    lazy = Registration(da.from_array(np.array([1, 2])), da.from_array(np.array([3, 4])),
+                        da.from_array(np.array([5.0, 6.0])), da.from_array(np.array([True, False])), "dask")
+    eager = Registration(np.array([1, 2]), np.array([3, 4]), np.array([5.0, 6.0]), np.array([True, False]), "dask")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lazy == eager
+        assert lazy != dataclasses.replace(eager, dx=np.array([3, 5]))

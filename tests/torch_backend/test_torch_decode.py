@@ -69,7 +69,31 @@ def test_a_device_without_float64_registers_fields_at_any_scale(scale: float) ->
     no_double = Device(torch.device("cpu"), float64=False)
     want = _decode.phase_correlate(first, second, np.arange(2), no_double)
     got = _decode.phase_correlate(first * scale, second * scale, np.arange(2), no_double)
+    plain = ops.phase_correlate(first, second, backend="numpy")  # the float64 floor, not torch itself
+    np.testing.assert_array_equal(want[0], (plain.dy % 32) * 24 + plain.dx % 24)
+    np.testing.assert_allclose(want[1], plain.peak_ratio, rtol=1e-4)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
     if np.log2(scale).is_integer():  # an exact power of two: the same float32 arithmetic, scaled
         np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_device_without_float64_scales_fields_without_full_size_temporaries(dtype: type) -> None:
+    """uint16 plates reach registration as float64: scaling them for a float32 device made an
+    absolute-value copy, a float64 scaled copy and then the float32 one (three times the bytes sent)."""
+    import tracemalloc
+
+    fields = np.random.default_rng(2).random((4, 256, 256)).astype(dtype) * 1e20
+    tracemalloc.start()
+    try:
+        sent = _decode._on_host(fields, np.float32)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sent.dtype == np.float32 and sent.flags.c_contiguous
+    assert peak < 1.2 * sent.nbytes
+    magnitude = np.abs(sent).max(axis=(-2, -1))
+    assert ((magnitude >= 0.5) & (magnitude < 1)).all()
+    np.testing.assert_array_equal(sent, np.ldexp(fields, -np.frexp(np.abs(fields).max(axis=(-2, -1)))[1][:, None, None])
+                                  .astype(np.float32))

@@ -47,6 +47,11 @@ def cpu_threads(most: int = 8) -> int:
 
 _pool: Any = None  # a concurrent.futures.ThreadPoolExecutor, created on first use
 _pool_lock = threading.Lock()
+_in_pool = threading.local()  # ``inside`` is True in the pool's own threads
+
+
+def _mark_pool_thread() -> None:
+    _in_pool.inside = True
 
 
 def _forget_pool_after_fork() -> None:
@@ -67,20 +72,23 @@ def run_parts(work: Callable[..., _T], parts: Sequence[tuple[Any, ...]]) -> list
     NumPy's loops, numba's ``nogil`` kernels).
 
     One pool for every CPU backend, created on first use and rebuilt in a forked child. ``work``
-    must not itself call :func:`run_parts` (a pool waiting on its own queue could wait for ever).
+    may itself call :func:`run_parts` (an operation whose checks read a stack in bands, called from
+    a part): in a pool thread the nested call runs its parts one after another in that thread, since
+    queued behind the pool's own busy threads they could wait for ever.
 
     :returns: the results in the order of ``parts``; the first exception raised, after every
         part has finished.
     """
     global _pool  # noqa: PLW0603  # one lazily created pool per process, shared by all calls
-    if len(parts) <= 1:
+    if len(parts) <= 1 or getattr(_in_pool, "inside", False):
         return [work(*part) for part in parts]
     if _pool is None:
         with _pool_lock:
             if _pool is None:
                 from concurrent.futures import ThreadPoolExecutor  # only where a call runs in parts
 
-                _pool = ThreadPoolExecutor(max_workers=cpu_threads(), thread_name_prefix="spacr-accel-cpu")
+                _pool = ThreadPoolExecutor(max_workers=cpu_threads(), thread_name_prefix="spacr-accel-cpu",
+                                           initializer=_mark_pool_thread)
     futures = [_pool.submit(work, *part) for part in parts[1:]]
     try:
         first = work(*parts[0])

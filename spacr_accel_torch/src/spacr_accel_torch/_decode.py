@@ -90,9 +90,14 @@ def _on_host(fields: np.ndarray, host: type[np.float32] | None) -> np.ndarray:
     """
     if host is None:
         return np.ascontiguousarray(fields)
-    magnitude = np.abs(fields).max(axis=(-2, -1), initial=0.0)
+    # Each field's largest magnitude from its minimum and maximum: no full-size absolute copy.
+    magnitude = np.maximum(np.abs(fields.min(axis=(-2, -1))), np.abs(fields.max(axis=(-2, -1))))
     exponent = np.frexp(magnitude)[1]  # 0 for an all-zero field: left as it is
-    return np.ascontiguousarray(np.ldexp(fields, -exponent[:, None, None]), dtype=host)
+    # Scaled in the fields' own precision and written straight into the float32 array sent: a
+    # float64 plate (uint16 images are registered as float64) makes no float64 scaled copy.
+    sent = np.empty(fields.shape, dtype=host)
+    np.ldexp(fields, -exponent[:, None, None], out=sent, casting="same_kind")
+    return sent
 
 
 def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,

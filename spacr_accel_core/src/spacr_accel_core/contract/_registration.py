@@ -7,6 +7,7 @@ is decided here, once, in integers, so it cannot differ between backends.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +34,11 @@ class Registration:
     :param backend: the backend that computed the surfaces (``"core"`` for an empty stack).
 
     A value, as spaCR's record is: two records are equal when every field is (for a stack, every
-    pair: NumPy's ``==`` of two arrays would raise "the truth value ... is ambiguous"), and a
-    stack's arrays are read-only views (the record is frozen; the caller's own arrays stay
-    writable). A record of two 2-D fields is hashable; a stack's, holding arrays, is not.
+    pair: NumPy's ``==`` of two arrays would raise "the truth value ... is ambiguous"; a record is
+    equal to itself even holding NaN; a Dask record's arrays are computed, together, to be
+    compared), and a stack's arrays are read-only views (the record is frozen; the caller's own
+    arrays stay writable), also once pickled or copied. A record of two 2-D fields is hashable; a
+    stack's, holding arrays, is not.
     """
 
     dy: Any
@@ -55,11 +58,21 @@ class Registration:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Registration) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self.backend == other.backend and all(
-            _same(getattr(self, name), getattr(other, name)) for name in _MEASURED)
+        if self is other:
+            return True
+        if self.backend != other.backend:
+            return False
+        values = _computed(tuple(getattr(record, name) for record in (self, other) for name in _MEASURED))
+        count = len(_MEASURED)
+        return all(_same(mine, theirs) for mine, theirs in zip(values[:count], values[count:], strict=True))
 
     def __hash__(self) -> int:
         return hash((self.dy, self.dx, self.peak_ratio, self.accepted, self.backend))
+
+    def __reduce__(self) -> tuple[type[Registration], tuple[Any, ...]]:
+        # Rebuilt through __init__, so an unpickled or deep-copied stack's arrays (Dask pickles
+        # records between processes) are read-only views again, not writable copies.
+        return self.__class__, tuple(getattr(self, field.name) for field in dataclasses.fields(self))
 
     @property
     def shift(self) -> tuple[Any, Any]:
@@ -71,12 +84,25 @@ _MEASURED = ("dy", "dx", "peak_ratio", "accepted")
 """The record's fields that are numbers for two 2-D fields and arrays for a stack."""
 
 
+def _computed(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` with Dask's lazy arrays computed together, in one pass over their graphs: computed
+    one by one, each field of a Dask record would run its whole registration again."""
+    if not any(hasattr(value, "__dask_graph__") for value in values):
+        return values
+    from dask.base import compute  # already imported: the values are its collections
+
+    return tuple(compute(*values))  # type: ignore[no-untyped-call]  # dask.base.compute has no annotations
+
+
 def _same(mine: Any, theirs: Any) -> bool:
-    """Whether two fields of two records hold the same value: numbers compared as numbers, arrays
-    (or a number beside an array) by shape and every element."""
+    """Whether two fields of two records hold the same value: numbers compared as a tuple compares
+    them (the same object, or equal: spaCR's dataclass record), arrays (or a number beside an array)
+    by shape and every element."""
+    if mine is theirs:
+        return True
     if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)):
         return bool(mine == theirs)
-    return bool(np.array_equal(mine, theirs))
+    return bool(np.array_equal(np.asarray(mine), np.asarray(theirs)))
 
 
 def nearest_representative(value: np.ndarray, extent: int, about: int) -> np.ndarray:

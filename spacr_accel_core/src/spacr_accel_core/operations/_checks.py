@@ -82,6 +82,17 @@ def _scalar(value: Any) -> Any:
     return value[()] if type(value) is np.ndarray and value.ndim == 0 else value
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a message, an integer too long to print as its size: Python refuses to
+    turn one of over 4300 digits into text, which would replace the message with its own."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length()} bits"
+    try:
+        return repr(value)
+    except ValueError:  # a container holding such an integer
+        return f"a {type(value).__name__} too long to print"
+
+
 def _float(value: Any) -> float:
     """``float(value)``, an integer beyond float64's range as the infinity of its sign rather than
     an OverflowError (``10**400`` is a perfectly good number, larger than every float64)."""
@@ -277,9 +288,9 @@ def distance_bound(max_distance: Any) -> float | None:
     if max_distance is None:
         return None
     exact = _exact_number(max_distance, "max_distance", "a non-negative number or None",
-                          f"max_distance must be a non-negative number, got {max_distance!r}")
+                          f"max_distance must be a non-negative number, got {_shown(max_distance)}")
     if exact < 0:
-        raise ValueError(f"max_distance must be a non-negative number, got {max_distance!r}")
+        raise ValueError(f"max_distance must be a non-negative number, got {_shown(max_distance)}")
     if exact == math.inf or exact > _FLOAT64_MAX:
         return None
     return float(_round_down(exact, np.float64))
@@ -338,7 +349,7 @@ def _real(value: Any, name: str) -> float:
     if not math.isfinite(number):
         finite = isinstance(value, (int, np.integer)) or bool(np.isfinite(value))
         beyond = " (beyond float64's range)" if finite else ""
-        raise ValueError(f"{name} must be finite, got {value!r}{beyond}")
+        raise ValueError(f"{name} must be finite, got {_shown(value)}{beyond}")
     return number
 
 
@@ -416,10 +427,7 @@ def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     if array.ndim != 2 or array.shape[1] != 2:
         raise ValueError(f"points must be an (N, 2) array of (y, x) rows, got shape {array.shape}")
     if array.dtype.kind not in "iuf":
-        values = list(array.flat) if array.dtype == object else []
-        if values and all(type(value) is int for value in values) and max(map(abs, values)) >= 2**62:
-            raise ValueError("points holds a coordinate outside the field")  # Python integers past int64
-        raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
+        array = _object_integers(array)
     if array.dtype.kind == "f" and not (np.isfinite(array).all() and (array == np.floor(array)).all()):
         raise ValueError("points must be whole pixel coordinates; got a fractional or non-finite one")
     if array.dtype.kind in "uf" and array.size and float(np.abs(array).max()) >= 2.0 ** 62:
@@ -435,6 +443,17 @@ def window_points(points: Any, shape: tuple[int, ...]) -> np.ndarray:
     return rows
 
 
+def _object_integers(array: np.ndarray) -> np.ndarray:
+    """``points`` of an object array (a table's mixed column, Python integers past int64) as int64
+    when every value is an integer, Python's or NumPy's; anything else is refused."""
+    values = list(array.flat) if array.dtype == object else [True]
+    if not all(isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) for value in values):
+        raise ValueError(f"points must hold integer pixel coordinates, got dtype {array.dtype}")
+    if values and max(abs(int(value)) for value in values) >= 2**62:
+        raise ValueError("points holds a coordinate outside the field")  # past int64: outside any field
+    return array.astype(_I64)
+
+
 SHIFT_LIMIT = 2**62
 """The largest expected shift, in pixels either way: the unwrap's arithmetic is int64 and adds an
 axis length to it, so past this it would overflow silently (a shift of ``2**63 - 1`` rows came back
@@ -446,12 +465,12 @@ def expected_shift(expected: Any) -> tuple[int, int]:
     :data:`SHIFT_LIMIT`."""
     expected = _scalar(expected)
     if isinstance(expected, (str, bytes)) or not hasattr(expected, "__len__") or len(expected) != 2:
-        raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {expected!r}")
+        raise ValueError(f"expected must be a (rows, columns) pair of whole numbers, got {_shown(expected)}")
     pair = _integer(expected[0], "expected[0]"), _integer(expected[1], "expected[1]")
     for axis, value in enumerate(pair):
         if abs(value) > SHIFT_LIMIT:
             raise ValueError(f"expected[{axis}] must be within 2**62 pixels either way (the shift is computed "
-                             f"in int64), got {expected[axis]!r}")
+                             f"in int64), got {_shown(expected[axis])}")
     return pair
 
 
@@ -461,7 +480,7 @@ def _non_negative(value: Any, name: str) -> float:
         raise TypeError(f"{name} must be a non-negative number, got {type(value).__name__} ({value!r})")
     number = _float(value)
     if not number >= 0.0:
-        raise ValueError(f"{name} must be a non-negative number of pixels, got {value!r}")
+        raise ValueError(f"{name} must be a non-negative number of pixels, got {_shown(value)}")
     return number
 
 
@@ -474,7 +493,7 @@ def shift_tolerance(tolerance: Any) -> tuple[float, float] | None:
         return None
     if isinstance(tolerance, (tuple, list, np.ndarray)):
         if len(tolerance) != 2:
-            raise ValueError(f"tolerance must be one number or a (rows, columns) pair, got {tolerance!r}")
+            raise ValueError(f"tolerance must be one number or a (rows, columns) pair, got {_shown(tolerance)}")
         return _non_negative(tolerance[0], "tolerance[0]"), _non_negative(tolerance[1], "tolerance[1]")
     both = _non_negative(tolerance, "tolerance")
     return both, both

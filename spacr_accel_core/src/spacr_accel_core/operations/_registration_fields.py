@@ -56,7 +56,7 @@ def _in_range(data: np.ndarray, seen: np.ndarray, magnitude: np.ndarray) -> np.n
     if not outside.any():
         return data
     powers = np.where(outside, -np.frexp(magnitude)[1], 0)
-    return np.broadcast_to(np.ldexp(seen, powers[..., None, None]).astype(data.dtype), data.shape)
+    return np.broadcast_to(np.ldexp(seen, powers[..., None, None]).astype(data.dtype, copy=False), data.shape)
 
 
 def field_ranges(seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
