@@ -118,3 +118,34 @@ def test_float32_named_in_the_declaration_changes_nothing(private, numpy_plugin)
         field = _camera(dtype)
         assert_same_field(ops.maximum_filter(field, 3), reference_maximum_filter(field, 3))
     assert [dtype for dtype, _ in plugin.seen] == [np.dtype(np.uint8), np.dtype(np.float32)]
+
+
+def test_camera_fields_are_registered_as_float32_the_same_registration(private, numpy_plugin):
+    """A raw camera stack reaches phase_correlate's plugin as float32 (exact: half the bytes of a
+    float64 copy), other integers as float64, and the registration is the one float64 gives."""
+    module = types.ModuleType("spacr_accel_test_registering")
+    module.SPACR_ACCEL_PLUGIN = Declaration(name="registering", priority=500.0)  # type: ignore[attr-defined]
+    seen: list[np.dtype[Any]] = []
+
+    def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
+                                    pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from spacr_accel_numpy import _decode
+
+        seen.append(first.dtype)
+        return _decode.phase_correlate(first, second, pairing)
+
+    module.spacr_accel_phase_correlate = hookimpl(spacr_accel_phase_correlate)  # type: ignore[attr-defined]
+    private.register(module, "registering")
+    private.register(numpy_plugin, "numpy")
+    base = _camera(np.uint16).astype(np.int64)[None].repeat(3, axis=0)
+    moved = np.stack([np.roll(base[0], (k, -2 * k), axis=(0, 1)) for k in range(3)])
+    for dtype, sent in ((np.uint8, np.float32), (np.int8, np.float32), (np.uint16, np.float32),
+                        (np.int16, np.float32), (np.int32, np.float64), (np.uint64, np.float64)):
+        info = np.iinfo(dtype)
+        first = np.clip(base, info.min, info.max).astype(dtype)
+        second = np.clip(moved, info.min, info.max).astype(dtype)
+        got = ops.phase_correlate(first, second, backend="registering")
+        assert seen[-1] == np.dtype(sent), dtype
+        want = ops.phase_correlate(first.astype(np.float64), second.astype(np.float64), backend="numpy")
+        for field in ("dy", "dx", "peak_ratio", "accepted"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))

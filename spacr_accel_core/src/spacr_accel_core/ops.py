@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .contract._declaration import NARROW_FIELDS
 from .contract._registration import (
     Registration,
     cast_keeping_broadcast,
@@ -533,9 +534,13 @@ def window_maxima(stack: Any, points: Any, size: Any, *, gpu: Any = True, backen
 
 
 def _registered(value: Any, name: str) -> np.ndarray:
-    """A field as registration computes on it: float32 or float64 as it is, other numbers as float64."""
+    """A field as registration computes on it: float32 or float64 as it is, a camera dtype (every
+    value exact in float32) as float32, half the bytes of a float64 copy of a raw stack for the
+    same values, other numbers as float64."""
     array = _numeric(value, name)
-    return array if array.dtype in (_F32, np.dtype(np.float64)) else cast_keeping_broadcast(array, np.dtype(np.float64))
+    if array.dtype in (_F32, np.dtype(np.float64)):
+        return array
+    return cast_keeping_broadcast(array, _F32 if array.dtype in NARROW_FIELDS else np.dtype(np.float64))
 
 
 def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
