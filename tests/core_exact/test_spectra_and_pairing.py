@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy import fft
 
 from spacr_accel_core.contract._registration import reference_fields
-from spacr_accel_core.toolkit import correlate_by_reference, real_spectrum, real_surface, reference_runs
+from spacr_accel_core.toolkit import correlate_by_reference, cpu_threads, real_spectrum, real_surface, reference_runs
 
 
 @settings(max_examples=40, deadline=None)
@@ -133,3 +133,21 @@ def test_reference_fields_on_drawn_stacks(data: st.DataObject) -> None:
     for i in range(len(chosen)):
         equal = [j for j in range(len(chosen)) if np.array_equal(first[j], first[i])]
         assert pairing[i] == equal[0], "each pair points at the first field equal to its own"
+
+
+@pytest.mark.parametrize(("side", "threads"), [(16, "one"), (511, "one"), (512, "all")])
+def test_a_lone_pair_is_split_between_threads_only_when_its_field_pays_for_it(
+        side: int, threads: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from spacr_accel_core.kit._spectra import SPLIT_PIXELS
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    asked: list[int] = []
+
+    def pair(reference: np.ndarray, field: np.ndarray, workers: int) -> tuple[int, float]:
+        asked.append(workers)
+        return 0, 1.0
+
+    fields = np.zeros((1, side, 512))
+    correlate_by_reference(fields, fields, np.zeros(1, dtype=np.int64), pair)
+    assert (side * 512 >= SPLIT_PIXELS) == (threads == "all")
+    assert asked == [cpu_threads() if threads == "all" else 1]
