@@ -392,3 +392,24 @@ def test_the_bench_times_every_operation_of_the_table() -> None:
     from spacr_accel_core.operations._operations import OPERATIONS
 
     assert [case.operation for case in _bench.cases(quick=True)] == list(OPERATIONS)
+
+
+class ProbeOnly:
+    """A device prober: installed and loaded, but it serves no operation to time."""
+
+    SPACR_ACCEL_PLUGIN = Declaration(name="probe_only", priority=1.0)
+
+    @hookimpl
+    def spacr_accel_neural_engines(self) -> list[str]:
+        return []
+
+
+def test_a_probers_name_is_a_usage_error_listing_the_backends(
+    plug: Callable[[object, str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    plug(ProbeOnly(), "probe_only")
+    with pytest.raises(SystemExit) as info:
+        _cli.main(["bench", "--json", "--backend", "probe_only", "--repeat", "1"])
+    assert info.value.code == 2
+    error = capsys.readouterr().err
+    assert "serve no operation" in error and "probe_only" in error and "backends: " in error and "numpy" in error

@@ -218,6 +218,14 @@ def test_zero_d_arrays_are_numbers_for_every_option() -> None:
     assert ops.gaussian_filter(FIELD, 1.0, truncate=np.array(2)).tobytes() == ops.gaussian_filter(
         FIELD, 1.0, truncate=2.0).tobytes()
     assert ops.phase_correlate(PAIR, SHIFTED, expected=(np.array(12), 0)).dy == 10
+    rng = np.random.default_rng(5)
+    cells, others = rng.random((30, 2)), rng.random((40, 2))
+    for k, bound in ((np.array(2), np.array(0.2)), (np.array(1), np.array(np.inf))):
+        got, want = (ops.nearest_neighbours(cells, others, k=k, max_distance=bound),
+                     ops.nearest_neighbours(cells, others, k=int(k), max_distance=float(bound)))
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    assert np.array_equal(ops.local_maxima(FIELD, 3, threshold=np.array(0.5, dtype=np.float32)),
+                          ops.local_maxima(FIELD, 3, threshold=np.float32(0.5)))
 
 
 @pytest.mark.parametrize("points", [[[2**70, 0]], [[1, -(2**64)]]])

@@ -268,6 +268,13 @@ def _bench_command(args: argparse.Namespace) -> int:
     if unknown:  # a typo must not run nothing and exit 0
         args.command_parser.error(f"--backend names backends that are not installed: {', '.join(unknown)}; "
                                   f"installed: {', '.join(installed) or 'none'}")
+    if args.backends:  # nor may a device prober's name, which serves no operation to time
+        rows = {row.name: row for row in REGISTRY.plugins()}
+        probers = [name for name in args.backends if rows[name].status == "ok" and not rows[name].operations]
+        if probers:
+            serving = [row.name for row in rows.values() if row.operations]
+            args.command_parser.error(f"--backend names plugins that serve no operation (device probers): "
+                                      f"{', '.join(probers)}; backends: {', '.join(serving) or 'none'}")
     result = _bench.run(
         quick=args.quick,
         repeat=args.repeat,

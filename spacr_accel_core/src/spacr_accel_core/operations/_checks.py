@@ -227,8 +227,10 @@ def _exact_number(value: Any, name: str, what: str, if_nan: str) -> Fraction | f
 
     Exact because the comparisons built on it are promised exact: an integer beyond ``2**53`` or an
     ``np.longdouble`` would be rounded by ``float()`` before the comparison, and one beyond float64's
-    range would raise ``OverflowError`` although it is a perfectly good number.
+    range would raise ``OverflowError`` although it is a perfectly good number. A 0-d array is the
+    number it holds, as for every other option.
     """
+    value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
     if isinstance(value, (int, np.integer)):
