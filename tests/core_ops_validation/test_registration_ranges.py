@@ -43,7 +43,14 @@ def test_a_broadcast_reference_is_read_as_one_field(threads: str) -> None:
     stack = np.broadcast_to(field, (4, *SHAPE[1:]))
     low, high = field_ranges(stack[(slice(0, 1),)])
     assert low.shape == (1,) and low[0] == field.min() and high[0] == field.max()
-    assert finite_and_in_range(stack, stack)[2].shape == (4,)
+    first, _, varies = finite_and_in_range(stack, stack)
+    assert varies.shape == (4,) and varies.all()
+    # handed on as it came: still one field under a stride-0 axis, never 4 copies of it
+    assert first.strides[0] == 0 and np.shares_memory(first, field)
+    dead = field.copy()
+    dead[-1, -1] = np.nan
+    with pytest.raises(ValueError, match="first holds NaN"):
+        finite_and_in_range(np.broadcast_to(dead, stack.shape), stack)
 
 
 def test_a_constant_field_in_a_big_stack_is_refused_not_raised(threads: str) -> None:
