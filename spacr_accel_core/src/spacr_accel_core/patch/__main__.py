@@ -1,0 +1,7 @@
+"""``python -m spacr_accel_core.patch [--check] [--strict] [--report] script.py args...``."""
+
+import sys
+
+from ._run import main
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,60 @@
+"""Running an unchanged program with spaCR patched: ``spacr-accel run`` and
+``python -m spacr_accel_core.patch``.
+
+The program runs in this interpreter as ``__main__`` (its own ``sys.argv``, its directory first on
+``sys.path``, as ``python script.py`` would), after the patch is installed; the variable is set for
+it too, so every process it spawns (spaCR's decode workers) is patched at its start.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from collections.abc import Sequence
+
+from ._startup import VARIABLE
+
+__all__ = ["USAGE", "main"]
+
+_FLAGS = ("--check", "--strict", "--report")
+
+USAGE = ("usage: {prog} [--check] [--strict] [--report] (script.py | -m module) [args ...]\n\n"
+         "Run a Python program with spaCR patched onto spacr-accel's registry.\n"
+         "  --check   run spaCR's own function beside every served call; raise on a difference\n"
+         "  --strict  raise where a call would go to spaCR's own function\n"
+         "  --report  print what each seam served and passed on when the program exits\n")
+
+
+def main(argv: Sequence[str], prog: str = "python -m spacr_accel_core.patch") -> int:
+    """Run the program ``argv`` names, patched.
+
+    :returns: 0 when the program ends normally (its own ``sys.exit`` code otherwise, raised as
+        ``SystemExit``), 2 for a usage error.
+    """
+    words = list(argv)
+    modes = {"check": False, "strict": False, "report": False}
+    while words and words[0] in (*_FLAGS, "-h", "--help"):
+        flag = words.pop(0)
+        if flag in ("-h", "--help"):
+            sys.stdout.write(USAGE.format(prog=prog))
+            return 0
+        modes[flag[2:]] = True
+    if not words or (words[0] == "-m" and len(words) < 2) or (words[0].startswith("-") and words[0] != "-m"):
+        sys.stderr.write(USAGE.format(prog=prog))
+        sys.stderr.write(f"{prog}: error: name a script or -m module to run"
+                         + (f" (unknown option {words[0]})" if words and words[0] != "-m" else "") + "\n")
+        return 2
+    os.environ[VARIABLE] = ",".join(["1", *(mode for mode, wanted in modes.items() if wanted)])
+    from . import install
+
+    install(**modes)
+    if words[0] == "-m":
+        sys.argv = [words[1], *words[2:]]
+        runpy.run_module(words[1], run_name="__main__", alter_sys=True)
+    else:
+        script = words[0]
+        sys.argv = [script, *words[1:]]
+        sys.path[0:1] = [os.path.dirname(os.path.abspath(script))]
+        runpy.run_path(script, run_name="__main__")
+    return 0
