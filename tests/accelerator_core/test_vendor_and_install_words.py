@@ -3,6 +3,7 @@ time seen at once, and an install command that works for how this copy was insta
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ def install_record(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     def use(text: str | None) -> None:
         _install._clone_script.cache_clear()
-        monkeypatch.setattr(_install.metadata, "distribution", lambda name: Distribution(text))
+        monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Distribution(text))
 
     yield use
     _install._clone_script.cache_clear()

@@ -11,10 +11,12 @@ distribution installed from a local folder, editable or not, and none for one fr
 from __future__ import annotations
 
 import functools
-from importlib import metadata
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-_CLONE_SCRIPT = Path("scripts") / "install-from-clone"
+if TYPE_CHECKING:  # both are imported when a message names a command, not with the package
+    from pathlib import Path
+
+_CLONE_SCRIPT = ("scripts", "install-from-clone")
 _CLONE_EXTRAS = frozenset({"torch", "cupy", "dask"})
 """What the clone's script takes; numba and the NumPy floor are part of every clone install."""
 
@@ -23,7 +25,9 @@ _CLONE_EXTRAS = frozenset({"torch", "cupy", "dask"})
 def _clone_script() -> Path | None:
     """``<clone>/scripts/install-from-clone`` when the core was installed from a clone that is
     still there, else ``None`` (an index install, or the clone was removed)."""
-    import json  # local: read only when a message names a command
+    import json  # local: importlib.metadata alone costs tens of milliseconds, and every process
+    from importlib import metadata  # that imports the package would pay it for advice it may
+    from pathlib import Path  # never print
     from urllib.parse import unquote, urlparse
 
     try:
@@ -33,7 +37,7 @@ def _clone_script() -> Path | None:
         return None
     if url is None or url.scheme != "file":
         return None
-    script = Path(unquote(url.path)).parent / _CLONE_SCRIPT  # the record names <clone>/spacr_accel_core
+    script = Path(unquote(url.path)).parent.joinpath(*_CLONE_SCRIPT)  # the record names <clone>/spacr_accel_core
     return script if script.is_file() else None
 
 

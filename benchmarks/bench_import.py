@@ -1,0 +1,90 @@
+"""What ``import spacr_accel_core.ops`` costs a process over ``import numpy``.
+
+Every Dask worker, every CLI start and every script that only wants ``ops.<name>`` pays the
+import before its first call, so it must stay at most 50 ms over NumPy's own. Each sample is a
+fresh interpreter that times ``import numpy`` and then ``import spacr_accel_core.ops`` (the second
+timing is what the package adds, NumPy already loaded); the median of ``--repeat`` (11) samples is
+printed, with the imports a plain call does not need that the package loaded anyway (there should
+be none) and, with ``--top N``, the N costliest modules ``-X importtime`` saw beyond NumPy's.
+
+Run: ``python benchmarks/bench_import.py [--repeat 11] [--top 15]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = """
+import json, sys, time
+start = time.perf_counter()
+import numpy
+middle = time.perf_counter()
+import spacr_accel_core.ops
+end = time.perf_counter()
+print(json.dumps({"numpy": middle - start, "ops": end - middle,
+                  "unneeded": sorted(m for m in UNNEEDED if m in sys.modules)}))
+"""
+
+UNNEEDED = ("importlib.metadata", "scipy", "torch", "cupy", "dask", "numba")
+"""Imported by discovery, by a backend or by a message when they are needed, never by the import."""
+
+
+def _env() -> dict[str, str]:
+    """The caller's environment without spacr-accel settings, and with bytecode caching on: with
+    ``PYTHONDONTWRITEBYTECODE`` set every child would compile the package from source, a cost an
+    installed copy pays once, not at each import."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("SPACR_ACCEL") and k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def sample() -> dict[str, object]:
+    code = f"UNNEEDED = {UNNEEDED!r}\n{CHILD}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
+                          check=True, timeout=300)
+    answer: dict[str, object] = json.loads(done.stdout)
+    return answer
+
+
+def costliest(top: int) -> list[tuple[int, str]]:
+    """The ``top`` modules with the largest own import time that ``import numpy`` alone does not load."""
+    def own_times(code: str) -> dict[str, int]:
+        done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True,
+                              text=True, env=_env(), check=True, timeout=300)
+        times: dict[str, int] = {}
+        for line in done.stderr.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[0].startswith("import time:") and parts[1].strip().isdigit():
+                times[parts[2].strip()] = int(parts[0].split(":")[1])
+        return times
+
+    numpy_only = own_times("import numpy")
+    extra = own_times("import spacr_accel_core.ops")
+    return sorted(((us, name) for name, us in extra.items() if name not in numpy_only), reverse=True)[:top]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--top", type=int, default=0)
+    args = parser.parse_args()
+    sample()  # writes the bytecode caches, as an installed copy has them
+    samples = [sample() for _ in range(args.repeat)]
+    numpy_ms = statistics.median(float(s["numpy"]) for s in samples) * 1e3  # type: ignore[arg-type]
+    ops_ms = statistics.median(float(s["ops"]) for s in samples) * 1e3  # type: ignore[arg-type]
+    unneeded = sorted({m for s in samples for m in s["unneeded"]})  # type: ignore[attr-defined]
+    print(f"import numpy: {numpy_ms:.1f} ms; import spacr_accel_core.ops after it: {ops_ms:.1f} ms "
+          f"over NumPy (median of {args.repeat} fresh interpreters; target: at most 50 ms)")
+    print(f"imported though a plain call does not need it: {', '.join(unneeded) or 'nothing'}")
+    if args.top:
+        print("costliest own import times beyond NumPy's (one -X importtime run):")
+        for us, name in costliest(args.top):
+            print(f"  {us / 1e3:6.1f} ms  {name}")
+
+
+if __name__ == "__main__":
+    main()
