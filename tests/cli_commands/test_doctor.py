@@ -436,6 +436,47 @@ def test_a_pip_command_in_a_long_note_stays_whole_on_its_own_line() -> None:
     assert f"    {command}" in deep and all(len(line) <= _doctor.WIDTH for line in deep)
 
 
+_CLONE = "/home/a-long-user-name/src/lab/spacr-accel-checkout/scripts/install-from-clone torch"
+"""A clone's install command as long as a home directory makes it: too long to share a line."""
+
+
+def _reads_as_one_sentence(lines: list[str], text: str) -> None:
+    """Every line fits, no parenthesis is parted from its words, and the words are the text's."""
+    assert all(len(line) <= _doctor.WIDTH for line in lines), lines
+    assert not any(line.rstrip().endswith("(") for line in lines), lines
+    assert not any(line.lstrip().startswith(")") for line in lines), lines
+    assert " ".join(" ".join(lines).split()) == " ".join(text.split())
+
+
+@pytest.mark.parametrize("follow", ["    ", " " * 32])  # a summary line, a table's value column
+def test_a_long_command_in_parentheses_opens_and_closes_with_its_words(follow: str) -> None:
+    note = f"no device prober is installed (`{_CLONE}` adds one)"
+    for text in (f"CPU ({note})", f"note  {note}", f"To fix: {note}, and the words after it go on as a sentence"):
+        lines = _doctor._wrap(text, follow=follow)
+        _reads_as_one_sentence(lines, text)
+        assert [line.strip() for line in lines if _CLONE in line] == [f"(`{_CLONE}`"]  # its own line, whole
+
+
+def test_punctuation_after_a_long_command_stays_on_its_line() -> None:
+    text = f"the prober says so (run `{_CLONE}`), and `spacr-accel doctor --json` prints the same for scripts"
+    lines = _doctor._wrap(text)
+    _reads_as_one_sentence(lines, text)
+    assert f"    `{_CLONE}`)," in lines
+
+
+def test_a_bare_pip_command_in_parentheses_keeps_them() -> None:
+    command = "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128"
+    text = f"this PyTorch is a CPU-only build, so it cannot use the NVIDIA GeForce RTX 4090 ({command})"
+    lines = _doctor._wrap(f"To fix: {text}")
+    _reads_as_one_sentence(lines, f"To fix: {text}")
+    assert f"    ({command})" in lines
+
+
+def test_a_note_with_a_command_that_fits_one_line_stays_one_line() -> None:
+    text = "CPU (no device prober is installed (`pip install 'spacr-accel[torch]'` adds one))"
+    assert _doctor._wrap(text) == [f"  {text}"]
+
+
 def test_the_overrides_are_the_cores_and_each_plugins_declared_settings(monkeypatch):
     """The doctor names no vendor itself: a plugin's declared settings reach its table, and a
     per-operation order that is set is shown with the configuration in force."""

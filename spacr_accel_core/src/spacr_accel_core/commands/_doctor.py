@@ -330,21 +330,28 @@ whitespace, so a span is never split across lines (a command broken there cannot
 def _wrap(text: str, indent: str = "  ", follow: str = "    ") -> list[str]:
     """One logical line as lines of at most :data:`WIDTH` columns.
 
-    Long words are not broken (a URL stays whole), a code span in backticks is never split, and an
-    install command gets a line of its own, so it can be pasted as it is.
+    Long words are not broken (a URL stays whole) and a code span in backticks is never split. An
+    install command in a text too long for one line gets a line of its own, so it can be pasted as
+    it is, with the punctuation that touches it (``(`` before, ``),`` after): the parenthesis opens
+    and closes with its words, as in the sentence. A text that fits on one line stays one line.
     """
     command = _COMMAND.search(text)
-    if command is not None and 4 + len(command.group(0)) <= WIDTH:
-        before, after = text[:command.start()].rstrip(), text[command.end():].lstrip()
-        lines = _wrap(before, indent, follow) if before else []
-        lead = follow if lines else indent
-        if len(lead) + len(command.group(0)) > WIDTH:  # a deep table column: the command comes first
-            lead = "    "
-        line = lead + command.group(0)
-        if after[:1] == ")" and len(line) + len(after) <= WIDTH and " " not in after:
-            line, after = line + after, ""  # a closing parenthesis stays with its command
-        lines.append(line)
-        return lines + (_wrap(after, follow, follow) if after else [])
+    if command is not None and len(indent) + len(text) > WIDTH:
+        before, after = text[:command.start()], text[command.end():]
+        # what touches the command with no space between (``(`` before it, ``),`` after it) stays
+        # on its line: no line then ends with a lone ``(`` or starts with a ``)``
+        glued_before = before.split()[-1] if before.strip() and not before[-1].isspace() else ""
+        glued_after = after.split()[0] if after.strip() and not after[0].isspace() else ""
+        alone = glued_before + command.group(0) + glued_after
+        if 4 + len(alone) <= WIDTH:
+            before = before[:len(before) - len(glued_before)].rstrip()
+            after = after[len(glued_after):].lstrip()
+            lines = _wrap(before, indent, follow) if before else []
+            lead = follow if lines else indent
+            if len(lead) + len(alone) > WIDTH:  # a deep table column: the command comes first
+                lead = "    "
+            lines.append(lead + alone)
+            return lines + (_wrap(after, follow, follow) if after else [])
     kept = _CODE_SPAN.sub(lambda span: span.group(0).replace(" ", _KEEP), text)
     lines = textwrap.wrap(kept, WIDTH, initial_indent=indent, subsequent_indent=follow,
                           break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
