@@ -20,6 +20,7 @@ how (a different neighbour at the same distance is a tie the peer broke otherwis
     python benchmarks/bench_science.py             # about five minutes on 2 cores (the peers are slow)
     python benchmarks/bench_science.py --repeat 7  # steadier ratios
     python benchmarks/bench_science.py --ops       # through spacr_accel_core.ops
+    python benchmarks/bench_science.py --only max_distance  # one section's rows (the same data)
 
 Target: every ratio at most 1.0, but ``local_maxima / maximum_filter`` at most 1.1, ``max_distance
 / unbounded`` at most 0.7 and ``matmul out= / numpy @`` at most 0.75 (it prints, it does not assert).
@@ -36,6 +37,10 @@ from typing import Any
 import numpy as np
 
 Calls = dict[str, Callable[..., Any]]
+
+SECTIONS = ("k_nearest", "max_distance", "mutual", "hamming", "local_maxima", "out", "stacks")
+"""The sections of rows, in the order they run; ``--only`` picks some (every section's data is still
+drawn, so a row measures the same points whichever others run)."""
 
 
 def direct_calls() -> Calls:
@@ -131,8 +136,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--ops", action="store_true", help="measure the public operations (ops_calls)")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=SECTIONS, help="the sections to run")
     args = parser.parse_args()
     repeat = args.repeat
+    wanted = set(args.only)
 
     import cv2
     import faiss
@@ -154,7 +161,7 @@ def main() -> int:
     source = rng.random((100_000, 2)).astype(np.float32)
     target = rng.random((100_000, 2)).astype(np.float32)
     sample = source[:300]
-    for k in (2, 4):
+    for k in (2, 4) if "k_nearest" in wanted else ():
         answer = ours["k_nearest"](source, target, k)
         verdict = exact((answer[0][:300], answer[1][:300]), reference.k_nearest(sample, target, k))
         t_ours, t_pyk, t_ck = side_by_side([
@@ -169,13 +176,14 @@ def main() -> int:
     # ---- max_distance: a second field shifted by half its width ------------------------------
     shifted = (rng.random((100_000, 2)) + np.array([0.5, 0.0])).astype(np.float32)
     limit = 0.01  # about three typical spacings
-    bounded = ours["k_nearest"](source, shifted, 1, limit)
-    verdict = exact((bounded[0][:300], bounded[1][:300]), reference.k_nearest(sample, shifted, 1, limit))
-    t_bounded, t_unbounded = side_by_side([lambda: ours["k_nearest"](source, shifted, 1, limit),
-                                           lambda: ours["nearest"](source, shifted)], repeat)
-    share = float(np.mean(bounded[0][:, 0] < 0))
-    _row("k=1, max_distance=0.01, shifted half a field", t_bounded, "ours k=1 unbounded", t_unbounded,
-         f"{verdict}; {share:.0%} unmatched")
+    if "max_distance" in wanted:
+        bounded = ours["k_nearest"](source, shifted, 1, limit)
+        verdict = exact((bounded[0][:300], bounded[1][:300]), reference.k_nearest(sample, shifted, 1, limit))
+        t_bounded, t_unbounded = side_by_side([lambda: ours["k_nearest"](source, shifted, 1, limit),
+                                               lambda: ours["nearest"](source, shifted)], repeat)
+        share = float(np.mean(bounded[0][:, 0] < 0))
+        _row("k=1, max_distance=0.01, shifted half a field", t_bounded, "ours k=1 unbounded", t_unbounded,
+             f"{verdict}; {share:.0%} unmatched")
 
     # ---- mutual matching ---------------------------------------------------------------------
     moved = (source + rng.normal(0, 0.001, source.shape)).astype(np.float32)
@@ -191,70 +199,74 @@ def main() -> int:
         backward = cKDTree(source).query(moved, workers=-1)[1]
         return np.flatnonzero(backward[forward] == np.arange(len(source)))
 
-    t_ours, t_peer = side_by_side([mutual_ours, mutual_ckdtree], repeat)
-    same = "same pairs" if np.array_equal(mutual_ours(), mutual_ckdtree()) else "pairs differ"
-    _row("mutual, 100k x 100k, D=2", t_ours, "2 cKDTree queries + intersect", t_peer, same)
+    if "mutual" in wanted:
+        t_ours, t_peer = side_by_side([mutual_ours, mutual_ckdtree], repeat)
+        same = "same pairs" if np.array_equal(mutual_ours(), mutual_ckdtree()) else "pairs differ"
+        _row("mutual, 100k x 100k, D=2", t_ours, "2 cKDTree queries + intersect", t_peer, same)
 
     # ---- Hamming -----------------------------------------------------------------------------
     first = rng.integers(0, 256, (20_000, 32), dtype=np.uint8)
     second = rng.integers(0, 256, (20_000, 32), dtype=np.uint8)
-    answer = ours["hamming"](first, second, 1)
-    verdict = exact((answer[0][:200], answer[1][:200]), reference.hamming_nearest(first[:200], second, 1))
-    matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
+    if "hamming" in wanted:
+        answer = ours["hamming"](first, second, 1)
+        verdict = exact((answer[0][:200], answer[1][:200]), reference.hamming_nearest(first[:200], second, 1))
+        matcher = cv2.BFMatcher(cv2.NORM_HAMMING)
 
-    def faiss_search() -> tuple[np.ndarray, np.ndarray]:
-        index = faiss.IndexBinaryFlat(256)
-        index.add(second)
-        return index.search(first, 1)
+        def faiss_search() -> tuple[np.ndarray, np.ndarray]:
+            index = faiss.IndexBinaryFlat(256)
+            index.add(second)
+            return index.search(first, 1)
 
-    t_ours, t_bf, t_faiss = side_by_side([lambda: ours["hamming"](first, second, 1),
-                                          lambda: matcher.match(first, second), faiss_search], repeat)
-    matches = matcher.match(first, second)
-    bf_index = np.array([m.trainIdx for m in matches])
-    bf_found = np.array([m.distance for m in matches], dtype=np.float32)
-    faiss_found, faiss_index = faiss_search()
-    _row("Hamming k=1, 20k x 20k x 32 bytes", t_ours, "cv2.BFMatcher(NORM_HAMMING)", t_bf,
-         f"{verdict}; {_differences(answer[0][:, 0], answer[1][:, 0], bf_index, bf_found)}")
-    _row("Hamming k=1, 20k x 20k x 32 bytes", t_ours, "faiss.IndexBinaryFlat", t_faiss,
-         _differences(answer[0][:, 0], answer[1][:, 0], faiss_index[:, 0], faiss_found[:, 0].astype(np.float32)))
-    t_ours, t_bf = side_by_side([lambda: ours["hamming"](first, second, 2),
-                                 lambda: matcher.knnMatch(first, second, k=2)], repeat)
-    _row("Hamming k=2 (ratio test)", t_ours, "cv2.BFMatcher.knnMatch k=2", t_bf)
+        t_ours, t_bf, t_faiss = side_by_side([lambda: ours["hamming"](first, second, 1),
+                                              lambda: matcher.match(first, second), faiss_search], repeat)
+        matches = matcher.match(first, second)
+        bf_index = np.array([m.trainIdx for m in matches])
+        bf_found = np.array([m.distance for m in matches], dtype=np.float32)
+        faiss_found, faiss_index = faiss_search()
+        _row("Hamming k=1, 20k x 20k x 32 bytes", t_ours, "cv2.BFMatcher(NORM_HAMMING)", t_bf,
+             f"{verdict}; {_differences(answer[0][:, 0], answer[1][:, 0], bf_index, bf_found)}")
+        _row("Hamming k=1, 20k x 20k x 32 bytes", t_ours, "faiss.IndexBinaryFlat", t_faiss,
+             _differences(answer[0][:, 0], answer[1][:, 0], faiss_index[:, 0], faiss_found[:, 0].astype(np.float32)))
+        t_ours, t_bf = side_by_side([lambda: ours["hamming"](first, second, 2),
+                                     lambda: matcher.knnMatch(first, second, k=2)], repeat)
+        _row("Hamming k=2 (ratio test)", t_ours, "cv2.BFMatcher.knnMatch k=2", t_bf)
 
     # ---- local maxima ------------------------------------------------------------------------
     field = rng.random((4096, 4096), dtype=np.float32)
     threshold = 0.5
     kernel = np.ones((7, 7), np.uint8)
+    if "local_maxima" in wanted:
+        def with_cv2() -> np.ndarray:
+            return np.argwhere((cv2.dilate(field, kernel) == field) & (field > threshold))
 
-    def with_cv2() -> np.ndarray:
-        return np.argwhere((cv2.dilate(field, kernel) == field) & (field > threshold))
-
-    peaks = ours["local_maxima"](field, 7, threshold)
-    same = "same peaks as cv2" if np.array_equal(peaks, with_cv2()) else "PEAKS DIFFER from cv2"
-    t_ours, t_filter, t_cv2 = side_by_side([lambda: ours["local_maxima"](field, 7, threshold),
-                                            lambda: ours["fastest_maximum_filter"](field, 7), with_cv2], repeat)
-    _row("local_maxima 4096^2 size 7", t_ours, "ours maximum_filter alone", t_filter, f"{len(peaks)} peaks")
-    _row("local_maxima 4096^2 size 7", t_ours, "argwhere(cv2.dilate == f & f > t)", t_cv2, same)
+        peaks = ours["local_maxima"](field, 7, threshold)
+        same = "same peaks as cv2" if np.array_equal(peaks, with_cv2()) else "PEAKS DIFFER from cv2"
+        t_ours, t_filter, t_cv2 = side_by_side([lambda: ours["local_maxima"](field, 7, threshold),
+                                                lambda: ours["fastest_maximum_filter"](field, 7), with_cv2], repeat)
+        _row("local_maxima 4096^2 size 7", t_ours, "ours maximum_filter alone", t_filter, f"{len(peaks)} peaks")
+        _row("local_maxima 4096^2 size 7", t_ours, "argwhere(cv2.dilate == f & f > t)", t_cv2, same)
 
     # ---- out= --------------------------------------------------------------------------------
     spots = rng.standard_normal((4_000_000, 4)).astype(np.float32)
     unmix = rng.standard_normal((4, 4)).astype(np.float32)
     into = np.empty((4_000_000, 4), np.float32)
-    t_ours, t_numpy = side_by_side([lambda: ours["matmul"](spots, unmix, out=into), lambda: spots @ unmix], repeat)
-    _row("matmul (4e6 x 4) @ (4 x 4) into out=", t_ours, "numpy @ (a fresh result)", t_numpy)
-    big = np.empty_like(field)
-    t_ours, t_fresh = side_by_side([lambda: ours["maximum_filter"](field, 7, out=big),
-                                    lambda: ours["maximum_filter"](field, 7)], repeat)
-    _row("maximum_filter 4096^2 size 7 into out=", t_ours, "ours, a fresh result", t_fresh)
+    if "out" in wanted:
+        t_ours, t_numpy = side_by_side([lambda: ours["matmul"](spots, unmix, out=into), lambda: spots @ unmix], repeat)
+        _row("matmul (4e6 x 4) @ (4 x 4) into out=", t_ours, "numpy @ (a fresh result)", t_numpy)
+        big = np.empty_like(field)
+        t_ours, t_fresh = side_by_side([lambda: ours["maximum_filter"](field, 7, out=big),
+                                        lambda: ours["maximum_filter"](field, 7)], repeat)
+        _row("maximum_filter 4096^2 size 7 into out=", t_ours, "ours, a fresh result", t_fresh)
 
     # ---- stacks ------------------------------------------------------------------------------
     plate = rng.random((64, 512, 512), dtype=np.float32)
-    t_stack, t_loop = side_by_side([lambda: ours["local_maxima"](plate, 7, threshold),
-                                    lambda: [ours["local_maxima"](f, 7, threshold) for f in plate]], repeat)
-    _row("local_maxima, 64 fields 512^2, one call", t_stack, "64 calls", t_loop)
-    t_stack, t_loop = side_by_side([lambda: ours["maximum_filter"](plate, 7),
-                                    lambda: [ours["maximum_filter"](f, 7) for f in plate]], repeat)
-    _row("maximum_filter, 64 fields 512^2, one call", t_stack, "64 calls", t_loop)
+    if "stacks" in wanted:
+        t_stack, t_loop = side_by_side([lambda: ours["local_maxima"](plate, 7, threshold),
+                                        lambda: [ours["local_maxima"](f, 7, threshold) for f in plate]], repeat)
+        _row("local_maxima, 64 fields 512^2, one call", t_stack, "64 calls", t_loop)
+        t_stack, t_loop = side_by_side([lambda: ours["maximum_filter"](plate, 7),
+                                        lambda: [ours["maximum_filter"](f, 7) for f in plate]], repeat)
+        _row("maximum_filter, 64 fields 512^2, one call", t_stack, "64 calls", t_loop)
     return 0
 
 

@@ -150,3 +150,72 @@ def test_repeated_targets_are_searched_once_and_give_their_lowest_copies() -> No
     _same(_knearest.k_nearest(source, target, 4, 0.05), reference.k_nearest(source, target, 4, 0.05))
     index, _ = _knearest.k_nearest(source[:1], target, 3)
     assert index.tolist() == [[50, 100, 101]]
+
+
+def test_a_shifted_field_with_sources_beyond_near_and_far_outside_the_targets() -> None:
+    """Enough points for the side-by-side builds and the threaded walk, and every kind of source in
+    one call: walked inside the targets' box and just outside it, answered by the tree (within the
+    bound but many cells out), and beyond the bound (no neighbour, no search)."""
+    rng = np.random.default_rng(17)
+    target = (rng.random((20_000, 2)) + np.array([0.5, 0.0])).astype(np.float32)
+    source = rng.random((30_000, 2)).astype(np.float32) * np.float32([1.2, 1.0])
+    for k, limit in ((1, 0.25), (1, 0.01), (3, 0.25), (2, None)):
+        got = _knearest.k_nearest(source, target, k, limit)
+        _same(got, floor_knearest.k_nearest(source, target, k, limit))
+        _same((got[0][::97], got[1][::97]), reference.k_nearest(source[::97], target, k, limit))
+    unmatched = _knearest.k_nearest(source, target, 1, 0.01)[0][:, 0] < 0
+    assert 0.3 < unmatched.mean() < 0.5  # the sources left of the targets, a few cells in excepted
+
+
+def test_the_partition_chooses_as_the_box_distance_says_and_buckets_stably() -> None:
+    from spacr_accel_numba._grid import grid_cells
+
+    rng = np.random.default_rng(18)
+    target = (rng.random((4000, 2)) + np.array([0.5, 0.0])).astype(np.float64)
+    source = np.concatenate([rng.random((3000, 2)), np.repeat(rng.random((50, 2)), 4, axis=0)])
+    low, high, edge, inverse, cells = grid_cells(target, 2.0)
+    reach, far_out = 0.2 ** 2, (8 * edge[:2].max()) ** 2
+    rows, bucketed, elsewhere, scale = _knearest.kernels().grid_sources(source, low, high, inverse, cells, reach,
+                                                                        far_out)
+    gap = (np.maximum(np.maximum(low[:2] - source, source - high[:2]), 0.0) ** 2).sum(axis=1)
+    walked = (gap <= reach) & (gap <= far_out)
+    np.testing.assert_array_equal(np.sort(rows), np.flatnonzero(walked))
+    np.testing.assert_array_equal(elsewhere, np.flatnonzero((gap <= reach) & ~walked))
+    np.testing.assert_array_equal(bucketed, source[rows])
+    cell = np.minimum(np.maximum((source[rows] - low[:2]) * inverse[:2], 0), cells[:2] - 1).astype(np.int64)
+    flat = cell[:, 0] * cells[1] + cell[:, 1]
+    np.testing.assert_array_equal(rows, rows[np.lexsort((rows, flat))])  # by cell, then by index
+    assert scale == np.abs(source[rows]).max()
+    assert elsewhere.size and (~walked).sum() > elsewhere.size  # every kind is there
+
+
+@pytest.mark.parametrize("limit", [0.1, 1.0, 1e-30, 3.4028235e38, 0.0, None])
+@pytest.mark.parametrize("k", [2, 4])
+def test_the_compiled_finish_is_the_floors_bit_for_bit(limit: float | None, k: int) -> None:
+    near = np.float32(1.0 if limit is None else limit)
+    with np.errstate(over="ignore"):  # float32's largest steps up to inf, 1e200 squared is inf
+        roots = np.array([np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf)),
+                          0.0, 3e38, 3.5e38, np.inf, 1e200], dtype=np.float64)
+        squared = np.stack([roots * roots, (roots * roots)[::-1]], axis=1)
+    index = np.arange(squared.size, dtype=np.int64).reshape(squared.shape)
+    index[[2, 5], 1] = -1
+    squared[[2, 5], 1] = np.inf
+    with np.errstate(over="ignore"):
+        _same(_knearest._finish(index, squared, k, limit), floor_knearest.finish(index, squared, k, limit))
+        _same(_knearest._finish(index[:, :k], squared[:, :k], k, limit),
+              floor_knearest.finish(index[:, :k], squared[:, :k], k, limit))
+
+
+def test_sources_in_a_wide_hole_are_settled_by_brute_force_in_their_rows() -> None:
+    """A source in the middle of an empty square walks more cells than it may and is settled by
+    comparing it with every target; its answer lands in its own row, between walked ones."""
+    rng = np.random.default_rng(19)
+    side = np.linspace(0.05, 0.95, 3000)  # evenly, and clear of the corners: no cell is crowded
+    edge = np.zeros(3000)
+    target = np.concatenate([np.stack([side, edge], 1), np.stack([side, edge + 1], 1),
+                             np.stack([edge, side], 1), np.stack([edge + 1, side], 1)])
+    target = np.ascontiguousarray(target[rng.permutation(len(target))], dtype=np.float32)
+    source = np.concatenate([rng.random((40, 2)) * 0.1 + 0.45, rng.random((40, 2))]).astype(np.float32)
+    source = np.ascontiguousarray(source[rng.permutation(len(source))])
+    for k, limit in ((1, None), (2, 0.6), (3, 0.3)):
+        _same(_knearest.k_nearest(source, target, k, limit), reference.k_nearest(source, target, k, limit))

@@ -102,3 +102,49 @@ def test_empty_sets() -> None:
     assert index.tolist() == [[-1, -1]] * 3 and np.isinf(found).all()
     index, found = _hamming.hamming_nearest(np.zeros((0, 4), np.uint8), np.zeros((5, 4), np.uint8), 2)
     assert index.shape == found.shape == (0, 2)
+
+
+def _finish_in_float64(index: np.ndarray, squared: np.ndarray, k: int,
+                       max_distance: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """The answer's form spelled out: every float32 distance widened back and compared in float64."""
+    rows, have = index.shape
+    out_index = np.full((rows, k), -1, dtype=np.int64)
+    out_found = np.full((rows, k), np.inf, dtype=np.float32)
+    out_index[:, :have] = index
+    with np.errstate(over="ignore"):
+        out_found[:, :have] = np.sqrt(squared).astype(np.float32)
+    out_found[out_index < 0] = np.inf
+    if max_distance is not None:
+        beyond = out_found.astype(np.float64) > max_distance
+        out_index[beyond] = -1
+        out_found[beyond] = np.inf
+    return out_index, out_found
+
+
+def _answers_at_the_edge(limit: float) -> tuple[np.ndarray, np.ndarray]:
+    """Squared distances whose float32 distances sit on both sides of ``limit`` and of float32's
+    range, with missing places between them."""
+    with np.errstate(over="ignore"):  # the limits beyond float32's range step to its largest and inf
+        near = np.float32(limit)
+        steps = [np.nextafter(near, np.float32(-np.inf)), near, np.nextafter(near, np.float32(np.inf))]
+    roots = np.array([*steps, 0.0, 3e38, 3.5e38, np.inf], dtype=np.float64)
+    squared = np.stack([roots * roots, (roots * roots)[::-1]], axis=1)
+    index = np.arange(squared.size, dtype=np.int64).reshape(squared.shape)
+    index[2, 1] = -1
+    squared[2, 1] = np.inf
+    return index, squared
+
+
+@pytest.mark.parametrize("limit", [0.1, 1.0, 0.3, 1e-30, 3.4028235e38, 1e300, 0.0, np.inf])
+@pytest.mark.parametrize("k", [2, 3])
+def test_finish_compares_in_float32_as_if_in_float64(limit: float, k: int) -> None:
+    """The float32 just below the limit decides exactly as the float64 comparison: a float32 that
+    rounds to the limit but exceeds it (0.1 rounded is 0.100000001) is dropped, and a limit beyond
+    float32's range keeps every finite distance."""
+    index, squared = _answers_at_the_edge(limit)
+    for max_distance in (limit, None):
+        got = _knearest.finish(index, squared, k, max_distance)
+        expected = _finish_in_float64(index, squared, k, max_distance)
+        np.testing.assert_array_equal(got[0], expected[0])
+        assert got[1].tobytes() == expected[1].tobytes()
+        assert got[0].dtype == np.int64 and got[1].dtype == np.float32

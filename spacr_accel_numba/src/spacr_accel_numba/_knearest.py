@@ -13,19 +13,23 @@ farther from the box than ``max_distance`` is answered at once, without any sear
 
 WHY THE SOURCES ARE BUCKETED FIRST. Visited in the order given, neighbouring sources of a random
 list touch cells far apart; bucketed by the same grid (one counting sort), consecutive sources
-read the same cells from cache. The answers are scattered back to the caller's order.
+read the same cells from cache. Each answer is written straight to its row in the caller's order.
 
 WHAT IT SHARES WITH THE FLOOR. Targets repeated so often that they crowd a cell are searched
 again through the floor's :func:`~spacr_accel_core.toolkit.search_distinct` (once per distinct
-point), and the answer's float32 form is the floor's :func:`~spacr_accel_core.toolkit.finish`:
-the same answer bit for bit, whichever ran. Targets crowded into few cells otherwise (tight
-clusters) are declined, as :mod:`._grid` declines them: a tree answers those faster.
+point), and the answer's float32 form is the floor's :func:`~spacr_accel_core.toolkit.finish`
+(through that path; the grid's own answer takes the same steps compiled, in one pass, and the
+tests hold the two to the same bits): the same answer bit for bit, whichever ran. Targets crowded
+into few cells otherwise (tight clusters) are declined, as :mod:`._grid` declines them: a tree
+answers those faster.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -65,24 +69,16 @@ def _per_cell(k: int) -> float:
     return max(2.0, float(k))
 
 
-def _partition(s64: np.ndarray, low: np.ndarray, high: np.ndarray, edge: np.ndarray, inverse: np.ndarray,
-               limit: float) -> tuple[np.ndarray | None, np.ndarray]:
-    """``(near, elsewhere)``: the sources the grid walks (``None``: all of them), and those within
-    the bound but far outside the targets' box, which the KD-tree answers (see :data:`_FAR_CELLS`).
-    A source beyond the bound from the box has no neighbour and is in neither (half of a shifted
-    field's sources, answered without a walk)."""
-    gap = np.zeros(s64.shape[0])  # each source's distance to the targets' box: no target is nearer
-    for axis in range(s64.shape[1]):
-        column = s64[:, axis]
-        step = np.maximum(np.maximum(low[axis] - column, column - high[axis]), 0.0)
-        gap += step * step
-    live = inverse[:s64.shape[1]] > 0  # axes the targets spread along (a point has none: one cell)
-    far_out = (_FAR_CELLS * float(edge[:s64.shape[1]][live].max())) ** 2 if live.any() else np.inf
-    walked = gap <= far_out
-    if np.isfinite(limit):
-        walked &= gap <= limit * (1.0 + 1e-9)
-    elsewhere = np.flatnonzero(~walked & (gap <= limit * (1.0 + 1e-9)))
-    return (None if walked.all() else np.flatnonzero(walked)), elsewhere
+def _call(work: Callable[..., Any], *arguments: Any) -> Any:
+    """``work(*arguments)``: two different kernels handed to :func:`run_parts` as one work."""
+    return work(*arguments)
+
+
+def _far_out(edge: np.ndarray, inverse: np.ndarray, dims: int) -> float:
+    """The squared distance from the targets' box beyond which a source goes to the KD-tree (see
+    :data:`_FAR_CELLS`): ``inf`` for targets that are one point (no axis to measure cells along)."""
+    live = inverse[:dims] > 0
+    return (_FAR_CELLS * float(edge[:dims][live].max())) ** 2 if live.any() else np.inf
 
 
 def grid_search(source: np.ndarray, target: np.ndarray, k: int,
@@ -105,44 +101,55 @@ def grid_search(source: np.ndarray, target: np.ndarray, k: int,
     have = min(k, m)
     low, high, edge, inverse, cells = grid_cells(t64, _per_cell(have))
     limit = bound * bound if np.isfinite(bound) else np.inf
-    near, elsewhere = _partition(s64, low, high, edge, inverse, limit)
-    if near is not None:
-        s64 = s64[near]
-    count = s64.shape[0]
-    # The targets' grid and the sources' buckets are built side by side (each is one pass), where
-    # the points are enough to pay for the hand-off (20 sources and 30 targets: 187 us a call
-    # side by side, 91 one after the other).
-    builds = [(t64, low, inverse, cells), (s64, low, inverse, cells)]
-    (starts, order, ordered, crowd), (_, source_order, bucketed, _) = (
-        run_parts(_kernels.grid_build, builds) if count + m >= _MIN_THREADED
-        else [_kernels.grid_build(*build) for build in builds])
+    # WHY ONE COMPILED PASS CHOOSES THE SOURCES. A bounded search is worth having only if the
+    # sources beyond the bound cost almost nothing. Chosen in NumPy (a distance to the box, masks,
+    # a gather), with the walked ones' answers scattered back and the rest filled after, they took
+    # as long as walking the others (100,000 sources, half beyond the bound: 7 ms of 14, and the
+    # bounded call 0.63 to 0.86 of the unbounded one from run to run). One pass now chooses and
+    # buckets them (:func:`._science_kernels.grid_sources`), and the walk writes each answer in its
+    # row. It and the targets' grid are built side by side where the points are enough to pay for
+    # the hand-off (20 sources and 30 targets: 187 us a call side by side, 91 one after the other).
+    reach = limit * (1.0 + 1e-9)  # the partition's slack over the bound's square: far above its rounding
+    far_out = _far_out(edge, inverse, s64.shape[1])
+    builds: list[tuple[Any, ...]] = [(_kernels.grid_build, t64, low, inverse, cells),
+                                     (compiled.grid_sources, s64, low, high, inverse, cells, reach, far_out)]
+    (starts, order, ordered, crowd), (rows, bucketed, elsewhere, largest) = (
+        run_parts(_call, builds) if n + m >= _MIN_THREADED else [_call(*build) for build in builds])
     if crowd > _CROWD * max(1, have // 2):
         raise _Crowded(f"the targets crowd {crowd} into one grid cell (clustered or repeated points): "
                        "a tree answers them faster")
-    found = np.empty((count, have), dtype=np.int64)
-    squared = np.empty((count, have), dtype=np.float64)
-    scale = max(-float(low.min()), float(high.max()), -float(s64.min(initial=0.0)), float(s64.max(initial=0.0)),
-                1e-300)
+    index = np.full((n, have), -1, dtype=np.int64)  # the rows not walked: the tree's, and those with
+    best = np.full((n, have), np.inf)  # no neighbour within the bound
+    count = rows.shape[0]
+    scale = max(-float(low.min()), float(high.max()), largest, 1e-300)
     threads = 1 if count < _MIN_THREADED else cpu_threads()
     edges = np.linspace(0, count, threads + 1).astype(np.int64)
-    parts = [(bucketed, low, edge, inverse, cells, starts, order, ordered, scale * _SLACK, _MOST_CELLS, limit,
-              m, found, squared, int(edges[i]), int(edges[i + 1])) for i in range(threads)]
+    parts = [(bucketed, rows, low, edge, inverse, cells, starts, order, ordered, scale * _SLACK, _MOST_CELLS,
+              limit, m, index, best, int(edges[i]), int(edges[i + 1])) for i in range(threads)]
     unsettled = sum(run_parts(compiled.grid_k_query, parts))
     if unsettled:
         if unsettled * m > _BRUTE_PAIRS:
             raise BackendDeclined(f"{unsettled} sources lie far from every target: a tree answers them faster")
-        compiled.brute_k_rows(bucketed, t64, np.flatnonzero(found[:, 0] == -2), limit, m, found, squared)
-    rows = source_order if near is None else near[source_order]
-    index = np.full((n, have), -1, dtype=np.int64)
-    best = np.full((n, have), np.inf)
-    index[rows] = found
-    best[rows] = squared
+        _settle(compiled, s64, t64, limit, index, best)
     if elsewhere.size:
         index[elsewhere], best[elsewhere] = exact_search(np.ascontiguousarray(source[elsewhere]), target, k, bound)
-    missing = index >= m
-    index[missing] = -1
-    best[missing] = np.inf
     return index, best
+
+
+def _settle(compiled: ModuleType, s64: np.ndarray, t64: np.ndarray, limit: float, index: np.ndarray,
+            best: np.ndarray) -> None:
+    """Settle the rows the walk left unsettled (``-2``) by comparing them with every target, in place."""
+    left = np.flatnonzero(index[:, 0] == -2)
+    found = np.empty((left.size, index.shape[1]), dtype=np.int64)
+    squared = np.empty((left.size, index.shape[1]), dtype=np.float64)
+    compiled.brute_k_rows(np.ascontiguousarray(s64[left]), t64, np.arange(left.size, dtype=np.int64), limit,
+                          t64.shape[0], found, squared)
+    missing = found >= t64.shape[0]  # places no target within the bound filled
+    found[missing] = -1
+    squared[missing] = np.inf
+    index[left] = found
+    best[left] = squared
+
 
 def k_nearest(source: np.ndarray, target: np.ndarray, k: int,
               max_distance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +176,7 @@ def k_nearest(source: np.ndarray, target: np.ndarray, k: int,
     except _Crowded:
         pass
     else:
-        return finish(index, squared, k, max_distance)
+        return _finish(index, squared, k, max_distance)
 
     def search(points: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         try:
@@ -180,6 +187,26 @@ def k_nearest(source: np.ndarray, target: np.ndarray, k: int,
             return exact_search(points, targets, k, bound)  # a few pairs: compared outright
 
     return search_distinct(search, source, target, k, max_distance)
+
+
+def _finish(index: np.ndarray, squared: np.ndarray, k: int,
+            max_distance: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """The floor's :func:`~spacr_accel_core.toolkit.finish`, bit for bit, in one compiled pass
+    (:func:`._science_kernels.finish_places`); the places past ``index``'s columns (fewer targets
+    than ``k``) are ``-1``/``inf``."""
+    rows, have = index.shape
+    limit = np.inf if max_distance is None else float(max_distance)
+    out_index = np.empty((rows, have), dtype=np.int64)
+    out_found = np.empty((rows, have), dtype=np.float32)
+    kernels().finish_places(np.ascontiguousarray(index).ravel(), np.ascontiguousarray(squared).ravel(), limit,
+                            out_index.ravel(), out_found.ravel())
+    if have == k:
+        return out_index, out_found
+    wide_index = np.full((rows, k), -1, dtype=np.int64)
+    wide_found = np.full((rows, k), np.inf, dtype=np.float32)
+    wide_index[:, :have] = out_index
+    wide_found[:, :have] = out_found
+    return wide_index, wide_found
 
 
 def warm_job() -> object:

@@ -47,16 +47,17 @@ def _insert(best, at, total, j):
 
 @numba.njit(nogil=True, cache=True)
 def grid_k_query(  # noqa: PLR0912, PLR0915  # one loop nest, whole, so LLVM sees it entire
-        source, low, edge, inverse, cells, starts, order, ordered, slack, most_cells, bound, sentinel, found,
-        squared, first, stop):
+        source, rows, low, edge, inverse, cells, starts, order, ordered, slack, most_cells, bound, sentinel,
+        found, squared, first, stop):
     """The exact ``k`` nearest targets (``k = found.shape[1]``) of sources ``first:stop`` within
     ``bound`` (a squared distance; ``inf`` for none), ring by ring of grid cells.
 
     As :func:`._kernels.grid_query`, with the ``k``-th best in place of the best: a cell whose slab is
     farther than the ``k``-th best is skipped, and the rings stop once no unvisited cell can hold a
-    point as near. A source whose ``k`` places are not all filled keeps ``(bound, sentinel)`` in the
-    rest. A source still unsettled after ``most_cells`` cells gets ``found[i, 0] = -2`` for the
-    driver to settle by brute force. Returns how many such sources there were.
+    point as near. Source ``i``'s answer is written to row ``rows[i]`` of ``found``/``squared`` (the
+    caller's order: no scatter pass after), ``-1``/``inf`` in the places no target within ``bound``
+    filled. A source still unsettled after ``most_cells`` cells gets ``found[rows[i], 0] = -2`` for
+    the driver to settle by brute force. Returns how many such sources there were.
     """
     dims = source.shape[1]
     k = found.shape[1]
@@ -142,12 +143,101 @@ def grid_k_query(  # noqa: PLR0912, PLR0915  # one loop nest, whole, so LLVM see
                 unsettled += 1
                 break
             ring += 1
+        row = rows[i]
         for q in range(k):
-            found[i, q] = at[q]
-            squared[i, q] = best[q]
+            filled = at[q] != sentinel
+            found[row, q] = at[q] if filled else -1
+            squared[row, q] = best[q] if filled else np.inf
         if not settled:
-            found[i, 0] = -2
+            found[row, 0] = -2
     return unsettled
+
+
+@numba.njit(nogil=True, cache=True)
+def grid_sources(source, low, high, inverse, cells, reach, far_out):
+    """Which sources the grid walks, bucketed into its cells.
+
+    A source's squared distance to the targets' box ``[low, high]`` (no target is nearer) decides:
+    within ``far_out`` and ``reach`` (the squared bound with its slack), it is walked; within
+    ``reach`` but farther out than ``far_out``, the KD-tree answers it; beyond ``reach``, it has no
+    neighbour. The walked are sorted by cell as :func:`._kernels.grid_build` sorts the targets
+    (stable), so neighbouring sources read the same cells from cache.
+
+    WHY THE VERDICT IS A PASS OF ITS OWN. A shifted second field puts the sources within and
+    beyond the bound in random order, and a branch on which it is (or on which border cell a source
+    clamps to) was mispredicted about every other source. The first pass branches on nothing: each
+    source is written to both lists, and the verdict moves their ends. Only the walked are then
+    bucketed, by :func:`._kernels.grid_build`'s counting sort.
+
+    :returns: ``(rows, bucketed, elsewhere, scale)``: the walked sources' original rows and float64
+        coordinates in cell order, the rows the tree answers, and the largest coordinate magnitude
+        of the walked sources (0 for none).
+    """
+    count, dims = source.shape
+    walked = np.empty(count, np.int64)
+    far = np.empty(count, np.int64)
+    kept = 0
+    sent = 0
+    for i in range(count):
+        gap = 0.0
+        for axis in range(dims):
+            value = source[i, axis]
+            step = max(low[axis] - value, value - high[axis], 0.0)
+            gap += step * step
+        within = gap <= reach
+        walk = within and gap <= far_out
+        walked[kept] = i
+        far[sent] = i
+        kept += walk
+        sent += within and not walk
+    total = cells[0] * cells[1] * cells[2]
+    cell_of = np.empty(kept, np.int64)
+    starts = np.zeros(total + 1, np.int64)
+    scale = 0.0
+    for w in range(kept):
+        i = walked[w]
+        flat = 0
+        for axis in range(3):
+            c = 0
+            if axis < dims:
+                value = source[i, axis]
+                c = _slot(value, low[axis], inverse[axis], cells[axis])
+                scale = max(scale, abs(value))
+            flat = flat * cells[axis] + c
+        cell_of[w] = flat
+        starts[flat + 1] += 1
+    for c in range(total):
+        starts[c + 1] += starts[c]
+    rows = np.empty(kept, np.int64)
+    bucketed = np.empty((kept, dims), np.float64)
+    for w in range(kept):
+        at = starts[cell_of[w]]
+        starts[cell_of[w]] = at + 1
+        i = walked[w]
+        rows[at] = i
+        for axis in range(dims):
+            bucketed[at, axis] = source[i, axis]
+    return rows, bucketed, far[:sent].copy(), scale
+
+
+@numba.njit(nogil=True, cache=True)
+def finish_places(index, squared, limit, out_index, out_found):
+    """:func:`~spacr_accel_core.toolkit.finish` in one pass over the places of an answer, flat
+    (1-D: a loop over rows of one or two places each ran four times slower): each place's float32
+    distance (the float64 square root, rounded once), ``-1``/``inf`` where there is no neighbour or
+    its float32 distance exceeds ``limit`` (compared in float64; ``inf`` for no limit).
+
+    The floor's NumPy takes the same steps (``np.sqrt``, a cast to float32, a float64 comparison),
+    so the bits are the same; its six passes over the answer and their temporaries cost a shifted
+    field's bounded search a tenth of its time. Selections, not branches: a shifted field drops
+    every other place, in random order.
+    """
+    for p in range(index.shape[0]):
+        j = index[p]
+        distance = np.float32(np.sqrt(squared[p]))
+        keep = (j >= 0) & (np.float64(distance) <= limit)
+        out_index[p] = j if keep else -1
+        out_found[p] = distance if keep else np.float32(np.inf)
 
 
 @numba.njit(nogil=True, cache=True)
