@@ -1,4 +1,5 @@
-"""The ``spacr-accel`` command: ``doctor`` (what is here and why) and ``bench`` (how fast, and right).
+"""The ``spacr-accel`` command: ``doctor`` (what is here and why), ``bench`` (how fast, and right)
+and ``run`` (a program with spaCR patched onto the registry: :mod:`spacr_accel_core.patch`).
 
 WHY SO LITTLE AT IMPORT TIME. The console script starts a fresh interpreter for every call, and
 the doctor has a budget of 1.5 s (it imports torch only where a GPU device node says there may be
@@ -8,7 +9,8 @@ a card to ask, and reads every version from metadata); so this module imports on
 Exit codes: ``0`` success (the doctor ALWAYS exits 0: it reports problems, it is not one, and
 that includes an output it cannot write, such as ``> /dev/full``); ``1`` the bench found a backend
 that disagrees with NumPy or broke the contract, or could not write its table; ``2`` a usage error
-(argparse's own convention, told by the subcommand whose option was wrong).
+(argparse's own convention, told by the subcommand whose option was wrong). ``run`` exits with the
+program's own code.
 """
 
 from __future__ import annotations
@@ -123,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="benchmark only this backend (repeatable); NumPy always runs as the reference")
     bench.add_argument("--repeat", type=_at_least_one, metavar="N", default=None,
                        help="timed runs per backend after a warm-up, best kept (default 5, 3 with --quick)")
+    commands.add_parser(
+        "run",
+        add_help=False,
+        help="run a Python program with spaCR patched onto the registry (spacr-accel run --help)",
+    )
     for command in (doctor, bench):
         # Accepted after the subcommand too (``spacr-accel doctor -v``), counted on its own
         # destination: a subparser's default would otherwise overwrite the count given before it.
@@ -212,6 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         bare command prints the help and exits 0 (a newcomer's first try is not a mistake).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "run":  # the program's own arguments are its own: no parser reads them
+        from .patch._run import main as run
+
+        return run(argv[1:], prog=f"{PROG} run")
     if not argv:
         try:
             build_parser().print_help()

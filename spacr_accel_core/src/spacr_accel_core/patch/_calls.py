@@ -64,6 +64,16 @@ def first_difference(got: Any, expected: Any, where: str = "") -> str | None:
     """
     if isinstance(expected, np.ndarray) or isinstance(got, np.ndarray):
         return _array_difference(np.asarray(got), np.asarray(expected), where)
+    if isinstance(expected, np.generic) or isinstance(got, np.generic):
+        return _array_difference(np.asarray(got), np.asarray(expected), where)
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or sorted(map(str, got)) != sorted(map(str, expected)):
+            return f"{where or 'the answer'}: keys {sorted(map(str, got))} against spaCR's {sorted(map(str, expected))}"
+        for key in expected:
+            found = first_difference(got[key], expected[key], f"{where}[{key!r}]")
+            if found:
+                return found
+        return None
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"{where or 'the answer'}: {_short(got)} against spaCR's {_short(expected)}"

@@ -37,6 +37,9 @@ from ._table import Scoped, Seam, SeamTable
 
 __all__ = ["Installer"]
 
+_ABSENT: Any = object()
+"""Marks a name the module did not have (undone by deleting it)."""
+
 _ORIGINAL = "__spacr_accel_original__"
 """The attribute a patch-made function carries its spaCR original in."""
 
@@ -177,8 +180,10 @@ class Installer:
             if scoped.module == name:
                 self._scope(module, scoped)
 
-    def _set(self, namespace: dict[str, Any], name: str, value: Any) -> None:
-        self._undo.append((namespace, name, namespace.get(name, _ABSENT), value))
+    def _set(self, namespace: dict[str, Any], name: str, value: Any, original: Any = _ABSENT) -> None:
+        """Replace ``namespace[name]``; undone by putting back ``original`` (default: what was there)."""
+        self._undo.append((namespace, name, namespace.get(name, _ABSENT) if original is _ABSENT else original,
+                           value))
         namespace[name] = value
 
     def _add_surface(self, module: types.ModuleType) -> None:
@@ -201,7 +206,8 @@ class Installer:
                 context["accel"] = module
         replacement = self._wrap(seam.name, seam.way, original, context)
         setattr(replacement, _ORIGINAL, original)
-        self._set(module.__dict__, seam.attribute, replacement)
+        # a name bound from a module patched first (ops_cycles' phase_correlate) is put back as spaCR's own
+        self._set(module.__dict__, seam.attribute, replacement, original)
 
     def _scope(self, module: types.ModuleType, scoped: Scoped) -> None:
         scoped_builtins = dict(vars(builtins))
@@ -229,9 +235,6 @@ class Installer:
             return stand_in[0]
 
         return scoped_import
-
-
-_ABSENT = object()
 
 
 def _remade(function: types.FunctionType, namespace: dict[str, Any],

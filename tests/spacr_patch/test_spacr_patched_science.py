@@ -1,0 +1,106 @@
+"""spaCR's own science, patched and not: identical answers, and the seams really served them."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from spacr_accel_core import patch
+from spacr_accel_core.patch._calls import first_difference
+from spacr_accel_core.testing._spacr_field import sbs_field
+
+
+def _same(got: object, expected: object) -> None:
+    found = first_difference(got, expected)
+    assert found is None, found
+
+
+def _served(seam: str) -> int:
+    rows = {row.seam: row for row in patch.report().seams}
+    return sum(calls for _backend, calls, _seconds in rows[seam].served) if seam in rows else 0
+
+
+def _decode(field: object) -> dict[str, object]:
+    from spacr import ops_engine
+
+    result = dict(ops_engine._decode_field(field.task))  # type: ignore[attr-defined]
+    result.pop("seconds")
+    return result
+
+
+def test_the_decode_of_a_field_is_identical_patched(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spacr import ops_engine
+
+    field = sbs_field(size=256, spots=400, nuclei=60, seed=3)
+    monkeypatch.setattr(ops_engine, "_read_plane", field.read_plane)
+    ops_engine._init_decode_worker(frozenset())
+    plain = _decode(field)
+    assert plain["spots"] > 50 and plain["attributed"] > 0 and len(plain["kept"]) == 11, plain
+    patch.reset()
+    assert patch.install(check=True)
+    try:
+        patched = _decode(field)
+        served = {row.seam: row for row in patch.report().seams}
+    finally:
+        patch.uninstall()
+    _same(patched, plain)
+    for seam in ("spacr.ops_cycles.phase_correlate", "spacr.ops_sbs.extract_bases",
+                 "spacr.ops_accel.maximum_filter", "spacr.ops_engine: scipy.ndimage.gaussian_laplace",
+                 "spacr.ops_engine: scipy.ndimage.minimum_filter"):
+        assert served[seam].served and not served[seam].passed, served[seam]
+    assert served["spacr.ops_cycles.phase_correlate"].calls == 43
+
+
+def test_alignment_registration_peaks_bases_and_calls_are_identical(patched: None) -> None:
+    from spacr import ops_cycles, ops_register, ops_sbs
+
+    field = sbs_field(size=192, cycles=4, spots=200, seed=5)
+    planes = {cycle: [field.planes[(cycle, channel)] for channel in range(4)] for cycle in range(4)}
+    aligned = ops_cycles.align_field(planes, reference=0, gpu=False)
+    assert aligned.kept == (0, 1, 2, 3)
+    tile = field.planes[(0, 0)]
+    edge = ops_register.register_edge(tile[:, :120], tile[:, 72:], "horizontal", expected_overlap=48, tolerance=4)
+    assert edge.accepted and edge.backend == "spacr_accel"
+    score = ops_sbs.estimate_read_locations(aligned.stack)
+    peaks = ops_sbs.find_peaks(score, min_distance=2, gpu=False)
+    bases = ops_sbs.extract_bases(aligned.stack, peaks, window=1)
+    calls = ops_sbs.call_reads(bases)
+    assert peaks.shape[0] > 20 and bases.shape == (peaks.shape[0], 4, 4) and len(calls[0]) == peaks.shape[0]
+    for seam in ("spacr.ops_cycles.phase_correlate", "spacr.ops_register.phase_correlate",
+                 "spacr.ops_sbs.extract_bases", "spacr.ops_accel.maximum_filter"):
+        assert _served(seam) > 0, seam  # and the check mode compared each one with spaCR's own
+
+
+def test_a_registration_made_patched_pickles_and_equals_spacrs(patched: None) -> None:
+    from spacr import ops_register
+
+    rng = np.random.default_rng(1)
+    first = rng.random((96, 130)).astype(np.float32)
+    second = np.roll(first, (4, -9), axis=(0, 1))
+    found = ops_register.phase_correlate(first, second, gpu=False)
+    own = patch._installer  # the original, for the comparison below
+    assert own is not None
+    original = ops_register.phase_correlate.__wrapped__  # type: ignore[attr-defined]
+    expected = original(first, second, gpu=False)
+    assert type(found) is ops_register.Registration and found.backend == "spacr_accel"
+    again = pickle.loads(pickle.dumps(found))
+    for name in ("dy", "dx", "peak_ratio", "accepted"):
+        assert repr(getattr(again, name)) == repr(getattr(expected, name)), name
+    assert (again.dy, again.dx) == (-4, 9)
+
+
+def test_cell_matching_and_the_phenotype_alignment_are_identical(patched: None) -> None:
+    from spacr import ops_merge, ops_phenotype
+
+    rng = np.random.default_rng(7)
+    sbs = rng.uniform(0, 1480, (400, 2))
+    angle = np.deg2rad(0.6)
+    rotation = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    phenotype = ((sbs[:120] - 700) @ rotation.T) / 2.0 + 400 + rng.normal(0, 0.3, (120, 2))
+    pairs = ops_merge.match_cells(sbs, sbs[::-1] + 0.5, threshold=3.0, gpu=False)
+    assert pairs.shape[0] == 400
+    found = ops_phenotype.align_phenotype_to_sbs(phenotype, sbs, expected_scale=2.0)
+    assert found is not None
+    assert _served("spacr.ops_accel.nearest_neighbours") >= 2
