@@ -260,7 +260,7 @@ def test_the_command_runs_a_script_or_a_module_patched_with_its_arguments_and_ex
         assert "args ['a', 'b']" in done.stdout
         assert "spacr.ops_accel.maximum_filter: 1 calls" in done.stderr, done.stderr
     module = _run([sys.executable, "-m", "spacr_accel_core.patch", "--strict", "job.py"],
-                            text=True, timeout=120, cwd=tmp_path, env=env)
+                            timeout=120, cwd=tmp_path, env=env)
     assert module.returncode == 3 and "args []" in module.stdout, module.stderr
     usage = _run([sys.executable, "-m", "spacr_accel_core.patch"], timeout=60)
     assert usage.returncode == 2 and "name a script or -m module" in usage.stderr
