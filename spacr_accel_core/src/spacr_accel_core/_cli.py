@@ -125,11 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="benchmark only this backend (repeatable); NumPy always runs as the reference")
     bench.add_argument("--repeat", type=_at_least_one, metavar="N", default=None,
                        help="timed runs per backend after a warm-up, best kept (default 5, 3 with --quick)")
-    commands.add_parser(
-        "run",
-        add_help=False,
-        help="run a Python program with spaCR patched onto the registry (spacr-accel run --help)",
-    )
+    # ``run`` is parsed by the patch's runner (main() hands it over first): listed here for --help
+    commands.add_parser("run", add_help=False,
+                        help="run a Python program with spaCR patched onto the registry (spacr-accel run --help)")
     for command in (doctor, bench):
         # Accepted after the subcommand too (``spacr-accel doctor -v``), counted on its own
         # destination: a subparser's default would otherwise overwrite the count given before it.
