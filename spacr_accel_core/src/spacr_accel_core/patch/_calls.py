@@ -57,7 +57,7 @@ def _float_bits(value: float) -> bytes:
     return struct.pack("<d", value)
 
 
-def first_difference(got: Any, expected: Any, where: str = "") -> str | None:
+def first_difference(got: Any, expected: Any, where: str = "") -> str | None:  # noqa: PLR0912  # one branch per kind of answer spaCR returns
     """Where two answers first differ (dtype, shape, an element's bits, a record's field), or None.
 
     Bits, not values: ``-0.0`` and ``+0.0`` differ, two NaNs of the same bits do not.
@@ -67,13 +67,7 @@ def first_difference(got: Any, expected: Any, where: str = "") -> str | None:
     if isinstance(expected, np.generic) or isinstance(got, np.generic):
         return _array_difference(np.asarray(got), np.asarray(expected), where)
     if isinstance(expected, dict):
-        if not isinstance(got, dict) or sorted(map(str, got)) != sorted(map(str, expected)):
-            return f"{where or 'the answer'}: keys {sorted(map(str, got))} against spaCR's {sorted(map(str, expected))}"
-        for key in expected:
-            found = first_difference(got[key], expected[key], f"{where}[{key!r}]")
-            if found:
-                return found
-        return None
+        return _dict_difference(got, expected, where)
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
             return f"{where or 'the answer'}: {_short(got)} against spaCR's {_short(expected)}"
@@ -97,6 +91,17 @@ def first_difference(got: Any, expected: Any, where: str = "") -> str | None:
     else:
         same = type(got) is type(expected) and got == expected
     return None if same else f"{where or 'the answer'}: {got!r} against spaCR's {expected!r}"
+
+
+def _dict_difference(got: Any, expected: dict[Any, Any], where: str) -> str | None:
+    if not isinstance(got, dict) or sorted(map(str, got)) != sorted(map(str, expected)):
+        keys = sorted(map(str, got)) if isinstance(got, dict) else _short(got)
+        return f"{where or 'the answer'}: keys {keys} against spaCR's {sorted(map(str, expected))}"
+    for key, value in expected.items():
+        found = first_difference(got[key], value, f"{where}[{key!r}]")
+        if found:
+            return found
+    return None
 
 
 def _short(value: Any) -> str:
