@@ -51,10 +51,16 @@ _BOUND_SLACK = 2.0 ** -20
 
 
 def search_bound(max_distance: float | None) -> float:
-    """A squared float64 radius holding every target whose float32 distance can be ``<= max_distance``."""
+    """A squared float64 radius holding every target whose float32 distance can be ``<= max_distance``.
+
+    Squared by a product, not ``** 2``: Python's power raises ``OverflowError`` where the square of
+    a valid bound (``1e300``) is beyond float64, while the product rounds it to ``inf``, which is
+    the right answer (such a bound is above every distance, so it prunes nothing).
+    """
     if max_distance is None or math.isinf(max_distance):
         return math.inf
-    return (float(max_distance) * (1.0 + _BOUND_SLACK) + 2.0 ** -140) ** 2
+    padded = float(max_distance) * (1.0 + _BOUND_SLACK) + 2.0 ** -140
+    return padded * padded
 
 
 class _KVerdict:
