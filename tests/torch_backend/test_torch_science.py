@@ -121,13 +121,18 @@ def test_copies_of_one_point_give_their_first_k_copies() -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(bits=packed_descriptors(), k=st.integers(1, 12), bound=st.sampled_from([None, 0, 3, 12, 100.5]),
-       half=st.sampled_from(["bfloat16", "float16"]), chunk=st.sampled_from([1, 5, 4096]))
+       half=st.sampled_from(["bfloat16", "float16", "uint8", "float32"]), chunk=st.sampled_from([1, 5, 4096]))
 def test_hamming_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int, bound: float | None,
                                       half: str, chunk: int) -> None:
-    """Both half-precision plans (the CPU's and CUDA's bfloat16 pieces of 32 bytes, other devices'
-    float16 pieces of 256), ties beyond the ``topk`` slack included (k up to 12, few distinct rows)."""
+    """Every plan (bfloat16 pieces of 32 bytes on AMX and CUDA, other devices' float16 pieces of
+    256, the quantized uint8 x int8 product of a CPU with VNNI, whole float32 descriptors on any
+    other CPU), ties beyond the ``topk`` slack included (k up to 12, few distinct rows)."""
     source, target = bits
-    plan = (torch.bfloat16, 32) if half == "bfloat16" else (torch.float16, 256)
+    plans = {"bfloat16": (torch.bfloat16, 32), "float16": (torch.float16, 256), "uint8": (torch.uint8, 32),
+             "float32": (torch.float32, _hamming._WHOLE)}
+    if half == "uint8" and not _hamming._quantized_product_works():
+        return  # this torch has no oneDNN quantized linear: the CPU never takes that plan here
+    plan = plans[half]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_hamming, "_plan", lambda device: plan)
         index, found = _hamming.hamming(source, target, chunk, k, bound, CPU)
@@ -323,3 +328,25 @@ def test_read_only_inputs_raise_no_warning() -> None:
         ops.nearest_neighbours(bits, bits[::-1], k=2, metric="hamming", backend="torch", gpu=False)
         ops.local_maxima(stack, 3, backend="torch", gpu=False)
         ops.maximum_filter(stack, 3, backend="torch", gpu=False)
+
+
+@pytest.mark.parametrize(("features", "quantized", "expected"), [
+    ({"_is_amx_tile_supported", "_is_vnni_supported", "_is_avx512_bf16_supported"}, True, torch.bfloat16),
+    ({"_is_vnni_supported", "_is_avx512_bf16_supported"}, True, torch.uint8),
+    ({"_is_vnni_supported", "_is_avx512_bf16_supported"}, False, torch.bfloat16),
+    ({"_is_vnni_supported"}, False, torch.float32),
+    (set(), True, torch.float32),
+])
+def test_the_cpu_multiplies_in_what_it_runs_natively(features: set[str], quantized: bool,
+                                                     expected: torch.dtype) -> None:
+    """bfloat16 only where the CPU has it (emulated it is slower than float32), the int8 product
+    where the CPU has VNNI and this torch the operator, else float32."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_hamming, "_cpu_feature", lambda name: name in features)
+        patch.setattr(_hamming, "_quantized_product_works", lambda: quantized)
+        _hamming._cpu_plan.cache_clear()
+        try:
+            dtype, piece = _hamming._plan(CPU)
+        finally:
+            _hamming._cpu_plan.cache_clear()
+    assert dtype == expected and piece == (_hamming._WHOLE if expected == torch.float32 else 32)

@@ -15,6 +15,16 @@ bytes, each piece one exact product, summed in float32 where there are several (
 far below ``2**24``). The products accumulate in float32 (cuBLAS, oneDNN); even a device that
 reduces in half precision stays exact, as every partial sum is an integer within those bounds.
 
+WHICH PRODUCT ON THE CPU. A bfloat16 product is fast only where the CPU multiplies bfloat16 itself
+(AMX tiles, AVX-512 BF16); elsewhere oneDNN emulates it through float32, about five times slower
+than a float32 product (and float16 slower still). So the CPU's product is chosen by what it runs
+natively (:func:`_cpu_plan`): bfloat16 on AMX; where it has VNNI (int8 dot products, four times
+float32's rate) the bits as uint8 ``0/1`` times the target signs as int8 ``+-1``, accumulated in
+int32 by oneDNN's quantized linear, whose per-target scale ``2`` and bias ``8 B - 2 |b|`` make it
+the same ``8 B - 2 hamming`` (exact: integers throughout, written out as bfloat16 within 256); then
+bfloat16 on AVX-512 BF16; else float32, exact for every integer below ``2**24`` (whole descriptors
+in one piece). Each choice gives the same exact scores, so the answers never depend on the CPU.
+
 TIES TO THE LOWEST INDEX. ``topk`` does not say which of equal values it returns, so it is asked
 for :data:`SLACK` more than ``k``: where the last of those is strictly below the ``k``-th, every
 target equal to the ``k``-th is among them and the exact order (count, then index) is a sort of a
@@ -24,8 +34,9 @@ few numbers; the rare row with more ties than that is ranked by the unique key
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,41 +57,133 @@ GROUPS = 16
 _FLOOR_ROWS = 16
 
 
+_WHOLE = 1 << 17
+"""Bytes per piece of a float32 product: more than any descriptor served (the counts stay far below
+``2**24``, float32's exact integers), so a descriptor is one product."""
+
+
 def _plan(device: Device) -> tuple[torch.dtype, int]:
-    """``(dtype, bytes per piece)``: the half type this device multiplies fastest, and how many
-    bytes of a descriptor one exact product of it may cover (every integer up to ``8 x bytes``)."""
+    """``(dtype, bytes per piece)``: the type this device multiplies fastest (``uint8``: the
+    quantized product of :class:`_Signs`), and how many bytes of a descriptor one exact product of
+    it may cover (its scores written as bfloat16, float16 or float32 hold ``+-8 x bytes``)."""
     import torch
 
-    if device.torch.type in ("cpu", "cuda"):
+    if device.torch.type == "cpu":
+        return _cpu_plan()
+    if device.torch.type == "cuda":
         return torch.bfloat16, 32
     return torch.float16, 256
 
 
-def _operands(bits: torch.Tensor, piece: int, dtype: torch.dtype) -> list[torch.Tensor]:
+def _cpu_feature(name: str) -> bool:
+    """One of torch's own CPU feature tests (``torch.cpu._is_vnni_supported`` ...); ``False``
+    where this torch has none (older releases, other architectures)."""
+    import torch
+
+    test = getattr(torch.cpu, name, None)
+    try:
+        return bool(test()) if callable(test) else False
+    except (RuntimeError, AttributeError):
+        return False
+
+
+@functools.cache
+def _cpu_plan() -> tuple[torch.dtype, int]:
+    """The CPU's product, chosen once by what it runs natively (see the module's notes)."""
+    import torch
+
+    if _cpu_feature("_is_amx_tile_supported"):
+        return torch.bfloat16, 32
+    if _cpu_feature("_is_vnni_supported") and _quantized_product_works():
+        return torch.uint8, 32
+    if _cpu_feature("_is_avx512_bf16_supported"):
+        return torch.bfloat16, 32
+    return torch.float32, _WHOLE
+
+
+class _Signs:
+    """A piece of the targets for the quantized product: their signs ``2 b - 1`` as int8, packed
+    by oneDNN once for every pass, with the per-target scale and bias that turn the product of the
+    sources' ``0/1`` bits into ``8 B - 2 hamming``: with ``a`` a source's bits and ``t`` a target's
+    signs, ``a.t = 2 a.b - |a|`` and ``8 B - 2 hamming = 2 a.t + 8 B - 2 |b|``."""
+
+    def __init__(self, signs: torch.Tensor) -> None:
+        import torch
+
+        rows, width = signs.shape
+        self.packed = torch.ops.onednn.qlinear_prepack(signs.to(torch.int8).contiguous(), None)
+        self.scale = torch.full((rows,), 2.0, dtype=torch.float32)
+        self.zero = torch.zeros(rows, dtype=torch.int64)
+        ones = (signs > 0).sum(1, dtype=torch.int32)
+        self.bias = (width - 2 * ones).to(torch.float32)
+
+    def times(self, bits: torch.Tensor) -> torch.Tensor:
+        """``(rows, targets)`` bfloat16 scores of ``bits`` (uint8 ``0/1``, one row per source)."""
+        import torch
+
+        scores: torch.Tensor = torch.ops.onednn.qlinear_pointwise(
+            bits.contiguous(), 1.0, 0, self.packed, self.scale, self.zero, self.bias, 1.0, 0, torch.bfloat16,
+            "none", [], "")
+        return scores
+
+
+def _quantized_product_works() -> bool:
+    """Whether this torch has oneDNN's quantized linear and it gives the exact scores (a private
+    operator: a build without it, or one that computes it otherwise, gets the float32 plan)."""
+    import torch
+
+    try:
+        generator = torch.Generator().manual_seed(7)
+        source = torch.randint(0, 256, (40, 32), dtype=torch.uint8, generator=generator)
+        target = torch.randint(0, 256, (24, 32), dtype=torch.uint8, generator=generator)
+        target[0] = 255  # the extremes: all ones (every bias at its least) and all zeros
+        target[1] = 0
+        source[0] = 255
+        got = _scores(_operands(source, 32, torch.uint8), _operands(target, 32, torch.uint8, right=True), 0, 40)
+        signs = [_operands(part, 32, torch.float32)[0] for part in (source, target)]
+        return got.dtype == torch.bfloat16 and bool(torch.equal(got.to(torch.float32), signs[0] @ signs[1].t()))
+    except Exception:  # any failure of a private operator means: not on this build
+        return False
+
+
+def _operands(bits: torch.Tensor, piece: int, dtype: torch.dtype, *, right: bool = False) -> list[Any]:
     """Per piece of ``piece`` bytes: the ``(rows, 8 x bytes)`` signs ``2 bit - 1`` in ``dtype``,
-    each byte's eight signs read from a 256-row table (one gather, not eight shifts)."""
+    each byte's eight signs read from a 256-row table (one gather, not eight shifts). For the
+    quantized product (``uint8``) the sources are the bits ``0/1`` and the targets (``right``)
+    :class:`_Signs`."""
     import torch
 
     shifts = torch.arange(8, dtype=torch.int64, device=bits.device)
-    table = (((torch.arange(256, device=bits.device)[:, None] >> shifts) & 1) * 2 - 1).to(dtype)
-    out = []
+    ones = (torch.arange(256, device=bits.device)[:, None] >> shifts) & 1
+    quantized = dtype == torch.uint8
+    table = (ones if quantized and not right else ones * 2 - 1).to(torch.int8 if quantized and right else dtype)
+    out: list[Any] = []
     for start in range(0, bits.shape[1], piece):
         part = bits[:, start:start + piece]
-        out.append(table.index_select(0, part.reshape(-1).to(torch.int64)).view(part.shape[0], -1))
+        unpacked = table.index_select(0, part.reshape(-1).to(torch.int64)).view(part.shape[0], -1)
+        out.append(_Signs(unpacked) if quantized and right else unpacked)
     return out
 
 
-def _scores(left: list[torch.Tensor], right: list[torch.Tensor], start: int, stop: int) -> torch.Tensor:
-    """``8 B - 2 hamming`` for sources ``start:stop`` against every target (exact integers); the
-    targets' signs are row-major, multiplied as their transpose (a view, no copy)."""
+def _product(lhs: torch.Tensor, rhs: Any) -> torch.Tensor:
+    """One piece's exact scores; the targets' signs are row-major, multiplied as their transpose
+    (a view, no copy)."""
+    if isinstance(rhs, _Signs):
+        return rhs.times(lhs)
+    product: torch.Tensor = lhs @ rhs.t()
+    return product
+
+
+def _scores(left: list[torch.Tensor], right: list[Any], start: int, stop: int) -> torch.Tensor:
+    """``8 B - 2 hamming`` for sources ``start:stop`` against every target (exact integers)."""
     import torch
 
-    total = left[0][start:stop] @ right[0].t()
+    total = _product(left[0][start:stop], right[0])
     if len(left) == 1:
         return total
     total = total.to(torch.float32)
     for lhs, rhs in zip(left[1:], right[1:], strict=True):
-        total += (lhs[start:stop] @ rhs.t()).to(torch.float32)
+        total += _product(lhs[start:stop], rhs).to(torch.float32)
     return total
 
 
@@ -181,7 +284,7 @@ def hamming(source: np.ndarray, target: np.ndarray, chunk: int, k: int, max_dist
     dtype, piece = _plan(device)
     where = device.torch
     s_bits, t_bits = tensor(source, where), tensor(target, where)
-    left, right = _operands(s_bits, piece, dtype), _operands(t_bits, piece, dtype)
+    left, right = _operands(s_bits, piece, dtype), _operands(t_bits, piece, dtype, right=True)
     have = min(k, m)
     index = np.full((n, k), -1, dtype=np.int64)
     found = np.full((n, k), np.inf, dtype=np.float32)
