@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import types
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -33,6 +35,36 @@ def plug() -> Iterator[Callable[[object, str], object]]:
         for name in names:
             spacr_accel_core.unregister(name)
         spacr_accel_core.refresh()
+
+
+@pytest.fixture
+def usable_stand_in() -> Iterator[Callable[..., str]]:
+    """``usable_stand_in(plugin, name, *hooks)`` registers the named hooks of a backend's plugin
+    module under a plugin ``name`` that claims a usable device and ranks first, so automatic
+    dispatch picks a card's code path on a machine without the card; unregistered at teardown."""
+    names: list[str] = []
+
+    def add(plugin: types.ModuleType, name: str, *hooks: str) -> str:
+        module = types.ModuleType(f"{name}_stand_in")
+        module.SPACR_ACCEL_PLUGIN = replace(plugin.SPACR_ACCEL_PLUGIN, name=name,  # type: ignore[attr-defined]
+                                            priority=1000.0)
+
+        @hookimpl
+        def spacr_accel_backend_info() -> BackendInfo:
+            return BackendInfo(usable=True)
+
+        module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
+        for hook in hooks:
+            setattr(module, hook, getattr(plugin, hook))
+        spacr_accel_core.register(module, name)
+        names.append(name)
+        return name
+
+    try:
+        yield add
+    finally:
+        for name in names:
+            spacr_accel_core.unregister(name)
 
 
 class SlowToDescribe:

@@ -5,16 +5,14 @@ still healthy afterwards (a raised overflow would set it aside for the rest of t
 
 from __future__ import annotations
 
-import types
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, hookimpl, last_dispatch, ops, use
+from spacr_accel_core import last_dispatch, ops, use
 from spacr_accel_cupy import _kit, _plugin
 
 HUGE_BOUNDS: list[Any] = [
@@ -56,24 +54,10 @@ def kit_card(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def chosen_cupy(kit_card: None) -> Iterator[str]:
+def chosen_cupy(kit_card: None, usable_stand_in: Callable[..., str]) -> str:
     """CuPy's nearest neighbours under a plugin that claims a usable card, so the dispatcher picks
     it without being told."""
-    module = types.ModuleType("huge_bound_cupy")
-    module.SPACR_ACCEL_PLUGIN = replace(_plugin.SPACR_ACCEL_PLUGIN, name="boundcupy",  # type: ignore[attr-defined]
-                                        priority=1000.0)
-
-    @hookimpl
-    def spacr_accel_backend_info() -> BackendInfo:
-        return BackendInfo(usable=True)
-
-    module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
-    module.spacr_accel_nearest_neighbours = _plugin.spacr_accel_nearest_neighbours  # type: ignore[attr-defined]
-    spacr_accel_core.register(module, "boundcupy")
-    try:
-        yield "boundcupy"
-    finally:
-        spacr_accel_core.unregister("boundcupy")
+    return usable_stand_in(_plugin, "boundcupy", "spacr_accel_nearest_neighbours")
 
 
 @pytest.mark.parametrize("bound", HUGE_BOUNDS, ids=BOUND_IDS)

@@ -9,9 +9,7 @@ contract the registry answers by setting the backend aside for the rest of the p
 
 from __future__ import annotations
 
-import types
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +18,7 @@ import torch
 
 import spacr_accel_core
 import spacr_accel_numba
-from spacr_accel_core import BackendInfo, hookimpl, last_dispatch, ops, use
+from spacr_accel_core import last_dispatch, ops, use
 from spacr_accel_torch import _plugin, _runtime
 
 HUGE_BOUNDS: list[Any] = [
@@ -70,24 +68,10 @@ def on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def chosen_torch(on_the_cpu: None) -> Iterator[str]:
+def chosen_torch(on_the_cpu: None, usable_stand_in: Callable[..., str]) -> str:
     """torch's nearest neighbours under a plugin that claims a usable device (this CPU), so the
     dispatcher picks it without being told."""
-    module = types.ModuleType("huge_bound_torch")
-    module.SPACR_ACCEL_PLUGIN = replace(_plugin.SPACR_ACCEL_PLUGIN, name="boundtorch",  # type: ignore[attr-defined]
-                                        priority=1000.0)
-
-    @hookimpl
-    def spacr_accel_backend_info() -> BackendInfo:
-        return BackendInfo(usable=True)
-
-    module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
-    module.spacr_accel_nearest_neighbours = _plugin.spacr_accel_nearest_neighbours  # type: ignore[attr-defined]
-    spacr_accel_core.register(module, "boundtorch")
-    try:
-        yield "boundtorch"
-    finally:
-        spacr_accel_core.unregister("boundtorch")
+    return usable_stand_in(_plugin, "boundtorch", "spacr_accel_nearest_neighbours")
 
 
 @pytest.mark.parametrize("bound", HUGE_BOUNDS, ids=BOUND_IDS)

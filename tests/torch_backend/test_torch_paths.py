@@ -12,9 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import types
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -25,10 +23,8 @@ from hypothesis.extra import numpy as hnp
 
 import spacr_accel_core
 from spacr_accel_core import (
-    BackendInfo,
     BackendOutOfMemory,
     BackendUnavailable,
-    hookimpl,
     last_dispatch,
     ops,
     use,
@@ -456,25 +452,12 @@ def test_a_forced_call_raises_the_translated_error(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.fixture
-def gpu_torch() -> Iterator[types.ModuleType]:
+def gpu_torch(usable_stand_in: Callable[..., str]) -> str:
     """The torch backend's primitives under a plugin that claims a usable GPU (the CPU here)."""
-    module = types.ModuleType("gpu_torch_stand_in")
-
-    module.SPACR_ACCEL_PLUGIN = replace(_plugin.SPACR_ACCEL_PLUGIN, name="gputorch", priority=1000.0)  # type: ignore[attr-defined]
-
-    @hookimpl
-    def spacr_accel_backend_info() -> BackendInfo:
-        return BackendInfo(usable=True)
-
-    module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
-    module.spacr_accel_maximum_filter = _plugin.spacr_accel_maximum_filter  # type: ignore[attr-defined]
-    module.spacr_accel_nearest_neighbours = _plugin.spacr_accel_nearest_neighbours  # type: ignore[attr-defined]
-    spacr_accel_core.register(module, "gputorch")
-    yield module
-    spacr_accel_core.unregister("gputorch")
+    return usable_stand_in(_plugin, "gputorch", "spacr_accel_maximum_filter", "spacr_accel_nearest_neighbours")
 
 
-def test_a_card_filled_mid_plate_falls_through_to_numpy(gpu_torch: types.ModuleType,
+def test_a_card_filled_mid_plate_falls_through_to_numpy(gpu_torch: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     on_the_cpu(monkeypatch)
     field = np.random.default_rng(6).standard_normal((64, 64)).astype(np.float32)
@@ -535,7 +518,6 @@ def test_backend_info_survives_a_prober_that_raises_or_hangs(monkeypatch: pytest
 
 def test_gpu_false_runs_a_forced_torch_on_the_cpu() -> None:
     """spaCR runs torch on the CPU with ``backend="torch", gpu=False`` when the card is busy."""
-    import spacr_accel_core
 
     got = ops.matmul(np.ones((2, 2)), np.ones((2, 2)), gpu=False, backend="torch")
     np.testing.assert_array_equal(got, np.full((2, 2), 2.0, np.float32))

@@ -7,9 +7,8 @@ by torch with no decline. Tiles are sized from a stand-in memory report.
 
 from __future__ import annotations
 
-import types
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -18,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import spacr_accel_core
-from spacr_accel_core import BackendDeclined, BackendInfo, hookimpl, last_dispatch, ops, reference, use
+from spacr_accel_core import BackendDeclined, last_dispatch, ops, reference, use
 from spacr_accel_core.accelerator import DeviceMemory
 from spacr_accel_core.testing import packed_descriptors, reference_maximum_filter
 from spacr_accel_torch import _grid, _hamming, _knearest, _plugin, _room, _runtime, _stacks
@@ -271,23 +269,12 @@ def test_a_stack_larger_than_the_reported_room_runs_in_pieces(monkeypatch: pytes
 
 
 @pytest.fixture
-def gpu_torch() -> Iterator[types.ModuleType]:
+def gpu_torch(usable_stand_in: Callable[..., str]) -> str:
     """The torch backend's nearest neighbours under a plugin that claims a usable GPU (the CPU here)."""
-    module = types.ModuleType("gpu_torch_science_stand_in")
-    module.SPACR_ACCEL_PLUGIN = replace(_plugin.SPACR_ACCEL_PLUGIN, name="gputorch", priority=1000.0)  # type: ignore[attr-defined]
-
-    @hookimpl
-    def spacr_accel_backend_info() -> BackendInfo:
-        return BackendInfo(usable=True)
-
-    module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
-    module.spacr_accel_nearest_neighbours = _plugin.spacr_accel_nearest_neighbours  # type: ignore[attr-defined]
-    spacr_accel_core.register(module, "gputorch")
-    yield module
-    spacr_accel_core.unregister("gputorch")
+    return usable_stand_in(_plugin, "gputorch", "spacr_accel_nearest_neighbours")
 
 
-def test_descriptors_beyond_the_exact_range_are_declined_with_the_reason(gpu_torch: types.ModuleType,
+def test_descriptors_beyond_the_exact_range_are_declined_with_the_reason(gpu_torch: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_runtime, "target", lambda: NO_DOUBLES)
     bits = np.random.default_rng(8).integers(0, 256, (3, 1 << 17), dtype=np.uint8)
@@ -301,7 +288,7 @@ def test_descriptors_beyond_the_exact_range_are_declined_with_the_reason(gpu_tor
     np.testing.assert_array_equal(index, [2, 1, 0])
 
 
-def test_a_device_without_doubles_still_serves_k_and_the_bound_exactly(gpu_torch: types.ModuleType,
+def test_a_device_without_doubles_still_serves_k_and_the_bound_exactly(gpu_torch: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_runtime, "target", lambda: NO_DOUBLES)
     points = np.random.default_rng(9).integers(0, 9, (200, 2)).astype(np.float32)
