@@ -119,10 +119,9 @@ def installed() -> bool:
 def report() -> PatchReport:
     """What each seam did in this process: calls served by each backend, calls left to spaCR with
     each reason, and the seconds in each."""
-    table = _installer.table if _installer is not None else None
-    version = spacr_version() if _found or table is not None else None
-    seams = _tally.seams(table.names) if table is not None else ()
-    return PatchReport(version, table.name if table is not None else None, seams)
+    if _installer is None:
+        return PatchReport(spacr_version(), None, ())
+    return PatchReport(spacr_version(), _installer.table.name, _tally.seams(_installer.table.names))
 
 
 def reset() -> None:

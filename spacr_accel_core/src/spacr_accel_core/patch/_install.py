@@ -130,7 +130,6 @@ class Installer:
         self._applied: set[str] = set()
         self._finder: _Finder | None = None
         self.active = False
-        self._scoped_builtins: dict[str, dict[str, Any]] = {}
 
     def install(self) -> None:
         with self._lock:

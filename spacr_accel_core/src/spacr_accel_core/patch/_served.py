@@ -109,7 +109,7 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: Any = Non
     if window <= 1:
         raise PassThrough(f"size={size!r} (a one-pixel window is a copy)")
     _without_nan_or_negative_zero(data)
-    return ops.maximum_filter(data, window + (window % 2 == 0), gpu=bool(gpu)), _backend()
+    return ops.maximum_filter(data, window, gpu=bool(gpu)), _backend()  # an even size is made odd, as spaCR does
 
 
 def extract_bases(stack: Any, peaks: Any, *, window: Any = 1,
@@ -221,8 +221,9 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: Any = True, backend: An
     if not all(math.isfinite(points.min()) and math.isfinite(points.max()) and np.abs(points).max() <= _FAR
                for points in (src, dst)):
         raise PassThrough("a coordinate that is not finite or beyond 1e18")
-    if gpu and accel.accelerated_backends(gpu)[0] != "numpy":
-        raise PassThrough(f"spaCR searches on its own {accel.accelerated_backends(gpu)[0]} here")
+    spacrs_own = accel.accelerated_backends(gpu)[0] if gpu else "numpy"
+    if spacrs_own != "numpy":
+        raise PassThrough(f"spaCR searches on its own {spacrs_own} here")
     index, gap = ops.nearest_neighbours(src, dst, k=2, gpu=bool(gpu))
     served = _backend()
     first = np.ascontiguousarray(index[:, 0])
