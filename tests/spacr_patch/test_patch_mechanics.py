@@ -264,3 +264,19 @@ def test_the_command_runs_a_script_or_a_module_patched_with_its_arguments_and_ex
     assert module.returncode == 3 and "args []" in module.stdout, module.stderr
     usage = _run([sys.executable, "-m", "spacr_accel_core.patch"], timeout=60)
     assert usage.returncode == 2 and "name a script or -m module" in usage.stderr
+
+
+def test_the_report_names_the_backend_that_served_each_call(served_only: None) -> None:
+    """The served backend is read without building the dispatch record, and is that record's."""
+    from spacr import ops_accel
+
+    from spacr_accel_core import last_dispatch
+    from spacr_accel_core.dispatch._registry import REGISTRY
+
+    patch.reset()
+    field = np.random.default_rng(3).random((24, 24), dtype=np.float32)
+    ops_accel.maximum_filter(field, 3)
+    served = last_dispatch()
+    assert served is not None and REGISTRY.last_backend() == served.backend
+    (seam,) = [row for row in patch.report().seams if row.seam.endswith("maximum_filter")]
+    assert [backend for backend, _, _ in seam.served] == [served.backend]

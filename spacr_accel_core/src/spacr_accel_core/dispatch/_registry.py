@@ -370,6 +370,13 @@ class Registry:
                       and rank_key(snapshot.plugins[row[0]]) < bar)
         return Dispatch(operation, served, (*declined, *above))
 
+    def last_backend(self) -> str | None:
+        """Only the name of the backend that served the last call on this thread: what the patch
+        counts per served call, without building :meth:`last_dispatch`'s record (a sort of the
+        plugins passed over, ten microseconds)."""
+        call = self._last.call
+        return None if call is None else call[1]
+
     # ---- dispatch --------------------------------------------------------------------------
 
     def _order(self, snapshot: _Snapshot, operation: str, gpu: bool) -> _Order:

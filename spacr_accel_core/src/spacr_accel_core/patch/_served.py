@@ -32,8 +32,7 @@ class PassThrough(Exception):  # an outcome, read as "spaCR's own function answe
 
 
 def _backend() -> str:
-    served = REGISTRY.last_dispatch()
-    return served.backend if served is not None else "core"
+    return REGISTRY.last_backend() or "core"
 
 
 def _float32_field(value: Any, what: str = "field") -> np.ndarray:

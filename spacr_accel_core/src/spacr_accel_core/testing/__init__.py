@@ -53,6 +53,7 @@ from ._decode import DecodeConformance
 from ._filters import FilterConformance
 from ._references import assert_same_field, reference_matmul, reference_maximum_filter, reference_nearest
 from ._science import ScienceConformance
+from ._spacr_field import AnchorField, SbsField, anchor_field, sbs_field
 from ._strategies import (
     _CAMERA_DTYPES,
     _clustered_fields,
@@ -66,12 +67,16 @@ from ._strategies import (
 )
 
 __all__ = [
+    "AnchorField",
     "BackendConformance",
+    "SbsField",
+    "anchor_field",
     "assert_same_field",
     "packed_descriptors",
     "reference_matmul",
     "reference_maximum_filter",
     "reference_nearest",
+    "sbs_field",
     "tie_heavy_point_sets",
 ]
 

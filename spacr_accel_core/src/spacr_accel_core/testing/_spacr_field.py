@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SbsField", "sbs_field"]
+__all__ = ["AnchorField", "SbsField", "anchor_field", "sbs_field"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,59 @@ def sbs_field(size: int = 1480, cycles: int = 11, channels: int = 4, spots: int 
         "store_reads": True,
     }
     return SbsField(planes, task)
+
+
+@dataclass(frozen=True)
+class AnchorField:
+    """One anchor field of spaCR's merge: the phenotype field's nuclei and the sequencing window's.
+
+    :param source: ``(N, 2)`` phenotype nuclear centres ``(y, x)``, in phenotype pixels.
+    :param target: ``(M, 2)`` sequencing nuclear centres, in sequencing pixels.
+    :param scale: sequencing pixels per phenotype pixel (what spaCR's ``expected_scale`` is).
+    :param degrees: the rotation the source was drawn under.
+    :param translation: where the source's origin lands in the target's frame.
+    """
+
+    source: np.ndarray
+    target: np.ndarray
+    scale: float
+    degrees: float
+    translation: np.ndarray
+
+
+def anchor_field(sources: int = 600, targets: int = 2678, scale: float = 0.5, degrees: float = 2.0,
+                 noise: float = 0.7, outliers: float = 0.15, seed: int = 0) -> AnchorField:
+    """Draw one anchor field: a sequencing window of nuclei, and a phenotype field covering part of it.
+
+    The phenotype field sees the sequencing nuclei inside its footprint, moved by a similarity
+    transform (the magnification ratio, a small rotation of the stage, a translation) and jittered by
+    the centroid's noise, plus nuclei the other acquisition missed (``outliers``, a fraction of
+    ``sources``): what spaCR's ``align_phenotype_to_sbs`` has to find its transform in.
+
+    :param sources: phenotype nuclei.
+    :param targets: sequencing nuclei in the window.
+    :param scale: sequencing pixels per phenotype pixel.
+    :param degrees: the rotation between the acquisitions.
+    :param noise: the centroids' jitter, in sequencing pixels (standard deviation).
+    :param outliers: the fraction of phenotype nuclei with no sequencing partner.
+    :param seed: the generator's seed.
+    """
+    rng = np.random.default_rng(seed)
+    window = 3000.0
+    target = rng.uniform(0.0, window, (targets, 2))
+    shared = round(sources * (1.0 - outliers))
+    # the footprint's side, so that it holds ``shared`` of the window's nuclei on average
+    side = window * float(np.sqrt(shared / targets))
+    corner = rng.uniform(0.0, window - side, 2)
+    inside = np.flatnonzero(np.all((target >= corner) & (target < corner + side), axis=1))
+    chosen = rng.permutation(inside)[:shared]
+    angle = np.radians(degrees)
+    rotation = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    translation = corner - np.array([side * 0.02, side * 0.02])
+    seen = target[chosen] + rng.normal(0.0, noise, (chosen.size, 2))
+    # target = scale * rotation @ source + translation, solved for the source
+    moved = ((seen - translation) @ rotation) / scale
+    extent = side / scale
+    missed = rng.uniform(0.0, extent, (sources - chosen.size, 2))
+    source = rng.permutation(np.concatenate([moved, missed]))
+    return AnchorField(source, target, float(scale), float(degrees), translation)

@@ -1,0 +1,279 @@
+"""spaCR's own code, patched onto the registry and not: one field's decode and one anchor field's
+phenotype alignment, each run in a fresh process, side by side in one run.
+
+WHAT IS TIMED IS spaCR's, NOT OURS. The decode is ``spacr.ops_engine._decode_field`` on a synthetic
+11-cycle x 4-channel field (``spacr_accel_core.testing.sbs_field``; its only stand-in is the TIFF
+reader, ``_read_plane``), the alignment ``spacr.ops_phenotype.align_phenotype_to_sbs`` on a
+synthetic anchor field (600 phenotype nuclei against 2,678 sequencing nuclei,
+``spacr_accel_core.testing.anchor_field``, the magnification ratio given as spaCR's merge gives
+it). Each case runs in its own interpreter, spaCR alone and then patched (``patch.install()`` in
+that interpreter), alternating, so neither inherits the other's caches; the patched process waits
+for the compiled backends (``warm_up``) before the clock starts and prints how long that took, so
+the ratio is the warm one (what a process sees after ``spacr-accel warm``, or once any process has
+filled the kernel cache).
+
+IDENTICAL OR NOT COUNTED. Each process writes its answer; the parent compares the two bit for bit
+(the patch's own comparison: dtypes, shapes, bits, record fields, dictionaries key by key) and a
+difference is an error, not a row.
+
+EACH STEP'S SHARE. spaCR's decode reports its own phases (``seconds``: read, align, spots, ...); the
+benchmark also times, inclusively, each of spaCR's functions the decode and the merge go through
+(a function called inside another counts in both), in both processes, so the table shows where
+the time went and what the patch took out of each step. Then the patch's report: per seam, calls
+served and by which backend, calls handed to spaCR's own function and why.
+
+THE PATCH'S OWN COST. ``--overhead`` times a seam's call on a tiny input (a 16 x 16 field, the
+windowed maximum) against the registry's operation called directly on the same input: the
+difference is what the patch adds to a served call (the argument reading, the tally, the
+pass-through checks).
+
+Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
+Run: ``python benchmarks/bench_spacr.py [--quick] [--repeat 1] [--only decode|align] [--overhead]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STEPS: dict[str, tuple[tuple[str, str], ...]] = {
+    "decode": (
+        ("ops_cycles", "align_field"), ("ops_cycles", "_align_channels"), ("ops_cycles", "register_cycles"),
+        ("ops_cycles", "phase_correlate"), ("ops_cycles", "sbs_mean_target"), ("ops_cycles", "_clipped"),
+        ("ops_cycles", "_translate"), ("ops_sbs", "estimate_read_locations"), ("ops_sbs", "find_peaks"),
+        ("ops_sbs", "extract_bases"), ("ops_sbs", "called_bases"), ("ops_sbs", "call_reads"),
+        ("ops_sbs", "attribute_reads"),
+    ),
+    "align": (
+        ("ops_merge", "align_by_triangles"), ("ops_phenotype", "seed_by_scaled_pairs"),
+        ("ops_phenotype", "refine_similarity"), ("ops_phenotype", "_chance_inliers"),
+    ),
+}
+"""The spaCR functions each case is timed through, as ``(module, name)`` under ``spacr``."""
+
+
+def _env() -> dict[str, str]:
+    """The caller's environment without the patch's variable: each child decides for itself."""
+    return {k: v for k, v in os.environ.items() if k != "SPACR_ACCEL_PATCH"}
+
+
+# ---- the child: one case, one mode, one fresh interpreter ----------------------------------------
+
+
+def _timed_steps(case: str) -> dict[str, list[float]]:
+    """Wrap each of the case's spaCR functions, in every spaCR module that holds it, with a clock.
+
+    The wrapper calls whatever the name held (spaCR's function, or the patch's seam), so it times
+    the step as the process runs it.
+    """
+    import importlib
+
+    seconds: dict[str, list[float]] = {}
+    modules = {name: importlib.import_module(f"spacr.{name}") for name in {m for m, _ in STEPS[case]}}
+    loaded = [module for name, module in sys.modules.items() if name.startswith("spacr.") and module is not None]
+    for module_name, name in STEPS[case]:
+        original = getattr(modules[module_name], name, None)
+        if original is None:
+            continue
+        label = f"{module_name}.{name}"
+        total = seconds.setdefault(label, [0.0, 0.0])
+
+        def clocked(*args: Any, _inner: Callable[..., Any] = original, _total: list[float] = total,
+                    **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                _total[0] += time.perf_counter() - start
+                _total[1] += 1
+
+        for module in loaded:
+            if getattr(module, name, None) is original:
+                setattr(module, name, clocked)
+    return seconds
+
+
+def _decode(quick: bool) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    from spacr import ops_engine
+
+    from spacr_accel_core.testing import sbs_field
+
+    size = 512 if quick else 1480
+    field = sbs_field(size=size, spots=2 * size, nuclei=600 if not quick else 150)
+    ops_engine._read_plane = field.read_plane
+    ops_engine._init_decode_worker(frozenset())
+
+    def kept(answer: Any) -> Any:
+        return {key: value for key, value in answer.items() if key != "seconds"}
+
+    return (lambda: ops_engine._decode_field(field.task)), kept
+
+
+def _align(quick: bool) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    from spacr import ops_phenotype
+
+    from spacr_accel_core.testing import anchor_field
+
+    field = anchor_field(sources=300, targets=900) if quick else anchor_field()
+
+    def kept(answer: Any) -> Any:
+        return None if answer is None else {name: getattr(answer, name) for name in answer.__dataclass_fields__}
+
+    return (lambda: ops_phenotype.align_phenotype_to_sbs(field.source, field.target,
+                                                         expected_scale=field.scale)), kept
+
+
+def child(case: str, mode: str, quick: bool, out: Path) -> None:
+    """Run one case once in this interpreter and write its time, steps, answer and report."""
+    import spacr_accel_core
+    from spacr_accel_core import patch
+
+    warm = 0.0
+    if mode == "patched":
+        if not patch.install():
+            raise SystemExit("the patch found no spaCR it knows; nothing to compare")
+        start = time.perf_counter()
+        spacr_accel_core.warm_up(timeout=900)
+        warm = time.perf_counter() - start
+    run, kept = (_decode if case == "decode" else _align)(quick)
+    steps = _timed_steps(case)
+    start = time.perf_counter()
+    answer = run()
+    total = time.perf_counter() - start
+    phases = dict(answer.get("seconds", {})) if isinstance(answer, dict) else {}
+    report = patch.report().format() if mode == "patched" else ""
+    with out.open("wb") as sink:
+        pickle.dump({"total": total, "warm": warm, "steps": steps, "phases": phases,
+                     "answer": kept(answer), "report": report}, sink)
+
+
+# ---- the parent: fresh processes, side by side ----------------------------------------------------
+
+
+def _run_child(case: str, mode: str, quick: bool, folder: Path) -> dict[str, Any]:
+    out = folder / f"{case}-{mode}.pickle"
+    command = [sys.executable, __file__, "--child", case, mode, str(out)] + (["--quick"] if quick else [])
+    subprocess.run(command, env=_env(), check=True, timeout=3600)
+    with out.open("rb") as source:
+        answer: dict[str, Any] = pickle.load(source)  # our own child's file, just written
+    return answer
+
+
+def _steps_table(plain: dict[str, Any], patched: dict[str, Any]) -> list[str]:
+    lines = [f"    {'step (inclusive)':<38} {'calls':>6} {'spaCR s':>9} {'share':>6} {'patched s':>10} {'ratio':>6}"]
+    for label, (seconds, calls) in plain["steps"].items():
+        if not calls:
+            continue
+        after = patched["steps"].get(label, [0.0, 0.0])[0]
+        lines.append(f"    {label:<38} {int(calls):>6} {seconds:>9.3f} {seconds / plain['total']:>6.1%} "
+                     f"{after:>10.3f} {after / seconds if seconds else float('nan'):>6.2f}")
+    for phase, seconds in plain["phases"].items():
+        after = patched["phases"].get(phase, 0.0)
+        lines.append(f"    {'phase ' + phase + ' (spaCR own clock)':<38} {'':>6} {seconds:>9.3f} "
+                     f"{seconds / plain['total']:>6.1%} {after:>10.3f} "
+                     f"{after / seconds if seconds else float('nan'):>6.2f}")
+    return lines
+
+
+def compare(case: str, quick: bool, repeat: int) -> float:
+    """Run one case ``repeat`` times each way, print its table, and return the median ratio."""
+    from spacr_accel_core.patch._calls import first_difference
+
+    ratios, plains, patcheds = [], [], []
+    with tempfile.TemporaryDirectory(prefix="bench-spacr-") as name:
+        folder = Path(name)
+        for attempt in range(repeat):
+            # alternate which runs first, so a machine warming up or slowing down favours neither
+            order = ("spacr", "patched") if attempt % 2 == 0 else ("patched", "spacr")
+            runs = {mode: _run_child(case, mode, quick, folder) for mode in order}
+            difference = first_difference(runs["patched"]["answer"], runs["spacr"]["answer"], case)
+            if difference is not None:
+                raise SystemExit(f"{case}: the patched answer differs from spaCR's: {difference}")
+            plains.append(runs["spacr"])
+            patcheds.append(runs["patched"])
+            ratios.append(runs["patched"]["total"] / runs["spacr"]["total"])
+    best = int(np.argsort(ratios)[len(ratios) // 2])
+    plain, patched = plains[best], patcheds[best]
+    print(f"\n{case}: spaCR {statistics.median(r['total'] for r in plains):.2f} s, patched "
+          f"{statistics.median(r['total'] for r in patcheds):.2f} s, ratio "
+          f"{statistics.median(ratios):.2f} (runs: {', '.join(f'{r:.2f}' for r in ratios)}); identical answers; "
+          f"the patched process waited {patched['warm']:.1f} s for the compiled backends before the clock")
+    print("\n".join(_steps_table(plain, patched)))
+    print("\n".join("    " + line for line in patched["report"].splitlines()))
+    return statistics.median(ratios)
+
+
+def overhead(calls: int = 20_000) -> None:
+    """What a served seam call costs over the registry's operation on the same tiny input."""
+    import spacr_accel_core
+    from spacr_accel_core import ops, patch
+
+    patch.install()
+    spacr_accel_core.warm_up(timeout=900)
+    from spacr import ops_accel
+
+    field = np.random.default_rng(0).random((16, 16), dtype=np.float32)
+    ops.maximum_filter(field, 3)
+    ops_accel.maximum_filter(field, 3)
+
+    def per_call(function: Callable[[], Any]) -> float:
+        samples = []
+        for _ in range(7):
+            start = time.perf_counter()
+            for _ in range(calls // 7):
+                function()
+            samples.append((time.perf_counter() - start) / (calls // 7))
+        return statistics.median(samples)
+
+    direct = per_call(lambda: ops.maximum_filter(field, 3))
+    seam = per_call(lambda: ops_accel.maximum_filter(field, 3))
+    patch.uninstall()
+    spacr_own = per_call(lambda: ops_accel.maximum_filter(field, 3))
+    print(f"\noverhead: spacr.ops_accel.maximum_filter on a 16x16 field, size 3: patched {seam * 1e6:.1f} us, "
+          f"the registry's ops.maximum_filter directly {direct * 1e6:.1f} us, so the patch adds "
+          f"{(seam - direct) * 1e6:.1f} us a call (spaCR's own function, unpatched: {spacr_own * 1e6:.1f} us)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a 512^2 field and a smaller anchor field")
+    parser.add_argument("--repeat", type=int, default=1, help="pairs of fresh processes per case (median)")
+    parser.add_argument("--only", choices=tuple(STEPS), help="one case")
+    parser.add_argument("--overhead", action="store_true", help="only the per-call cost of a served seam")
+    parser.add_argument("--child", nargs=3, metavar=("CASE", "MODE", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        case, mode, out = args.child
+        child(case, mode, args.quick, Path(out))
+        return 0
+    try:
+        import spacr  # noqa: F401  # only whether it is there
+    except ImportError:
+        print("spaCR is not installed: pip install -r benchmarks/requirements-peers.txt", file=sys.stderr)
+        return 2
+    if args.overhead:
+        overhead()
+        return 0
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; "
+          "each run a fresh process; warming the kernel cache first")
+    subprocess.run([sys.executable, "-c", "import spacr_accel_core as s; s.warm_up(timeout=900)"],
+                   env=_env(), check=True, timeout=1800)
+    for case in (args.only,) if args.only else tuple(STEPS):
+        compare(case, args.quick, max(1, args.repeat))
+    overhead()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
