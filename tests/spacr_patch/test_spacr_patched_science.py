@@ -102,3 +102,25 @@ def test_cell_matching_and_the_phenotype_alignment_are_identical(patched: None) 
     found = ops_phenotype.align_phenotype_to_sbs(phenotype, sbs, expected_scale=2.0)
     assert found is not None
     assert _served("spacr.ops_accel.nearest_neighbours") >= 2
+
+
+@pytest.mark.parametrize("shape", [(300, 300), (257, 260), (64, 96)])
+def test_the_surface_is_spacrs_own_bits_with_the_reference_spectrum_kept(shape: tuple[int, int]) -> None:
+    """spaCR's surface bit for bit: on a first pair, on the pairs that repeat its reference (the
+    spectrum kept), on a new reference of the same shape, and on the reference changed in place."""
+    from spacr import ops_register
+
+    from spacr_accel_core.patch._surface import LAST_REFERENCE, spacr_surface
+
+    rng = np.random.default_rng(sum(shape))
+    reference = rng.random(shape)
+    LAST_REFERENCE.clear()
+    for moving in (rng.random(shape), rng.random(shape), np.roll(reference, (3, -2), axis=(0, 1))):
+        _same(spacr_surface(reference, moving), ops_register._surface_numpy(reference, moving))
+    other = rng.random(shape)
+    moving = rng.random(shape)
+    _same(spacr_surface(other, moving), ops_register._surface_numpy(other, moving))
+    other[shape[0] // 2, shape[1] // 3] += 1e-9
+    _same(spacr_surface(other, moving), ops_register._surface_numpy(other, moving))
+    other[0, 0] = -0.0
+    _same(spacr_surface(other, moving), ops_register._surface_numpy(other, moving))
