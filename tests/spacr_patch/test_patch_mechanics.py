@@ -214,6 +214,20 @@ def test_the_startup_file_is_installed_beside_the_packages() -> None:
     assert line.startswith("import os;") and "SPACR_ACCEL_PATCH" in line
 
 
+
+def test_unset_the_startup_file_imports_nothing_and_the_package_never_loads_the_patch() -> None:
+    """Unset, the variable costs a process one lookup: no module of the patch is loaded at start,
+    nor by ``import spacr_accel_core.ops``."""
+    code = ("import sys; before = sorted(m for m in sys.modules if m.startswith('spacr_accel_core')); "
+            "import spacr_accel_core.ops; "
+            "print(before, sorted(m for m in sys.modules if m.startswith('spacr_accel_core.patch')))")
+    env = {k: v for k, v in os.environ.items() if k != "SPACR_ACCEL_PATCH"}
+    done = _run([sys.executable, "-c", code], timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] []", done.stdout
+    patched = _run([sys.executable, "-c", code], timeout=120, env={**env, "SPACR_ACCEL_PATCH": "1"})
+    assert "spacr_accel_core.patch" in patched.stdout, patched.stdout
+
 SPAWNED = """
 import multiprocessing, sys
 
