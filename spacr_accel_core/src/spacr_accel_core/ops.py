@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ._ops_levels import clip_to_percentiles, normalise_to_percentile, percentiles, rescale_fields
 from .contract._declaration import NARROW_FIELDS
 from .contract._registration import (
     Registration,
@@ -67,7 +68,7 @@ from .operations._registration_fields import finite_and_in_range
 __all__ = [
     "CHUNK",
     "Registration",
-    "accelerated_backends",
+    "accelerated_backends", "clip_to_percentiles",
     "gaussian_filter",
     "gaussian_laplace",
     "local_maxima",
@@ -75,8 +76,8 @@ __all__ = [
     "maximum_filter",
     "minimum_filter",
     "mutual_nearest_neighbours",
-    "nearest_neighbours",
-    "phase_correlate",
+    "nearest_neighbours", "normalise_to_percentile", "percentiles",
+    "phase_correlate", "rescale_fields",
     "window_maxima",
 ]
 

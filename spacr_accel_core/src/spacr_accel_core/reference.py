@@ -59,8 +59,8 @@ import numpy as np
 from .contract._registration import Registration
 
 __all__ = ["gaussian_filter", "gaussian_laplace", "hamming_nearest", "k_nearest", "local_maxima", "matmul",
-           "maximum_filter", "minimum_filter", "mutual_nearest", "nearest_neighbours", "phase_correlate",
-           "phase_correlation", "window_maxima"]
+           "maximum_filter", "minimum_filter", "mutual_nearest", "nearest_neighbours", "percentiles",
+           "phase_correlate", "phase_correlation", "rescale_fields", "window_maxima"]
 
 _log = logging.getLogger(__name__)
 
@@ -508,3 +508,37 @@ def phase_correlate(first: object, second: object, expected: tuple[int, int] = (
         return Registration(int(dy), int(dx), float(ratio), bool(accepted), "reference")
     return Registration(dy.astype(np.int64), dx.astype(np.int64), ratio.astype(np.float64), accepted.astype(bool),
                         "reference")
+
+
+def percentiles(stack: object, q: object) -> object:
+    """NumPy's own ``np.percentile(field, q)`` on each 2-D field of a stack, one call per field:
+    the definition (``(..., len(q))`` for a sequence, ``(...)`` for one percentile, a NumPy scalar
+    for one 2-D field and one percentile)."""
+    data = np.asarray(stack)
+    if data.ndim == 2:
+        return np.percentile(data, q)
+    answers = [np.asarray(np.percentile(data[index], q)) for index in np.ndindex(*data.shape[:-2])]
+    dtype = np.result_type(*answers) if answers else np.asarray(np.percentile(np.zeros(1, data.dtype), q)).dtype
+    out = np.empty((*data.shape[:-2], *np.shape(np.asarray(q))), dtype=dtype)
+    for index, answer in zip(np.ndindex(*data.shape[:-2]), answers, strict=True):
+        out[index] = answer
+    return out
+
+
+def rescale_fields(stack: object, scale: object, low: object, high: object) -> np.ndarray:
+    """``np.clip(field / scale, low, high)`` field by field, in float64 where any of the four is
+    float64 (or a 32-bit integer field) and float32 otherwise, a Python number taking the field's
+    dtype (NEP 50), each field with its own NumPy scalars."""
+    data = np.asarray(stack)
+    values = [np.broadcast_to(np.asarray(v), data.shape[:-2]) for v in (scale, low, high)]
+    strong = [np.asarray(v).dtype for v in (scale, low, high) if type(v) not in (int, float)]
+    wide = data.dtype in (np.float64, np.int32, np.uint32) or any(
+        d in (np.float64, np.int32, np.uint32, np.int64, np.uint64) for d in strong)
+    dtype = np.dtype(np.float64 if wide else np.float32)
+    out = np.empty(data.shape, dtype=dtype)
+    kind = dtype.type
+    for index in np.ndindex(*data.shape[:-2]):
+        with np.errstate(all="ignore"):
+            out[index] = np.clip(data[index].astype(dtype) / kind(values[0][index]), kind(values[1][index]),
+                                 kind(values[2][index]))
+    return out

@@ -108,3 +108,21 @@ def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
     from ._decode import phase_correlate
 
     return phase_correlate(first, second, pairing)
+
+
+# ---- the levels family (percentiles, clip and scale) -------------------------------------------
+
+
+@hookimpl
+def spacr_accel_percentiles(stack: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    from ._levels import order_statistics
+
+    return order_statistics(stack, ranks)
+
+
+@hookimpl
+def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.ndarray,
+                               high: np.ndarray) -> np.ndarray:
+    from ._levels import rescale_fields
+
+    return rescale_fields(stack, scale, low, high)

@@ -278,3 +278,41 @@ def spacr_accel_phase_correlate(  # type: ignore[empty-body]  # a specification 
         maximum, and float64 ``(B,)`` that maximum divided by the mean absolute value of the
         surface (0 where that mean is 0). A device without float64 computes in float32.
     """
+
+
+@hookspec
+def spacr_accel_percentiles(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray, ranks: np.ndarray
+) -> np.ndarray:
+    """The order statistics each field's percentiles are read from (the core interpolates them).
+
+    ``values[f, j]`` is the element ``np.partition(stack[f].ravel(), ranks[j])[ranks[j]]``: the
+    ``ranks[j]``-th smallest pixel of field ``f`` (0-based), an element of the field, never a
+    computed value, so every backend answers the same numbers (``-0.0`` and ``+0.0`` are equal here,
+    and either may be returned for a zero). A field holding NaN has NaN in every entry of its row.
+
+    :param stack: a non-empty C-contiguous ``(F, H, W)`` float32 or float64 stack, ``H * W >= 1``
+        (the core casts other dtypes exactly to one of them); never modify it.
+    :param ranks: C-contiguous int64 ``(R,)``, strictly increasing, each in ``[0, H * W)``, ``R >= 1``.
+    :returns: ``(F, R)`` in the stack's dtype.
+    """
+
+
+@hookspec
+def spacr_accel_rescale_fields(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray, scale: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
+    """Each field divided by its scale and clipped between its bounds: the level set of a channel.
+
+    ``out[f] = clip(D(stack[f]) / scale[f], low[f], high[f])`` in ``D = low.dtype``, per pixel:
+    ``y = x / scale`` (IEEE, rounded once; a scale of exactly 1 may be skipped, it is exact), then
+    NumPy's clip: ``y`` if ``y`` is NaN, else ``y`` if ``y >= low`` else ``low``; then that if it is
+    NaN or ``<= high``, else ``high``; a NaN ``low`` or ``high`` makes the whole field NaN.
+
+    :param stack: a non-empty C-contiguous ``(F, H, W)`` float32 or float64 stack; never modify it.
+    :param scale: C-contiguous ``(F,)`` in ``D``.
+    :param low: C-contiguous ``(F,)``, float32 or float64: ``D``.
+    :param high: C-contiguous ``(F,)`` in ``D``.
+    :returns: a new ``(F, H, W)`` array in ``D`` (float32 from a float64 stack never: the core
+        sends a float64 stack only with ``D`` float64).
+    """

@@ -39,6 +39,16 @@ from ._adapters import (
     adapt_peaks,
     adapt_smoothing,
 )
+from ._levels import (
+    adapt_levels,
+    agree_levels,
+    bench_percentiles,
+    bench_rescale,
+    check_order_statistics,
+    check_rescaled,
+    small_percentiles,
+    small_rescale,
+)
 from ._results import (
     Example,
     agree_coordinates,
@@ -269,6 +279,12 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
                   {"pairing": None}, "Cycle registration (phase_correlate)",
                   reference=reference.phase_correlate, agree=agree_registration, small=_small_pair,
                   bench=_registration_bench, dask="own"),
+        Operation("percentiles", check_order_statistics, adapt_levels, {}, "Channel levels (percentiles)",
+                  reference=reference.percentiles, agree=agree_levels, small=small_percentiles,
+                  bench=bench_percentiles, dask="own"),
+        Operation("rescale_fields", check_rescaled, adapt_levels, {}, "Channel clip and scale (rescale_fields)",
+                  reference=reference.rescale_fields, agree=agree_levels, small=small_rescale, bench=bench_rescale,
+                  dask="own"),
     )
 }
 """Every primitive, by name, in the order the doctor and the bench list them."""
