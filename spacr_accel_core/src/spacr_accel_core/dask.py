@@ -41,7 +41,9 @@ __all__ = [
     "minimum_filter",
     "nearest_neighbours",
     "phase_correlate",
+    "spot_score",
     "tally",
+    "translate",
     "window_maxima",
 ]
 
@@ -274,6 +276,47 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
 
     return _dask_decode.phase_correlate(first, second, expected=expected, tolerance=tolerance,
                                         min_peak_ratio=min_peak_ratio, gpu=gpu, backend=backend)
+def translate(stack: Any, shifts: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """Each field moved by whole pixels, zeros where nothing moved in: exactly
+    :func:`spacr_accel_core.ops.translate` on the whole stack, for every chunking.
+
+    Each block holds whole fields (the last two axes brought into one chunk, rechunked if they were
+    not) and moves them by their own shifts: ``shifts`` (in memory) is checked and broadcast once
+    against the whole stack's leading axes, and each block reads its fields' rows of it.
+
+    :param stack: a dask array ``(..., H, W)`` of any real dtype, which the answer keeps.
+    :param shifts: one ``(dy, dx)`` pair, or pairs shaped ``(..., 2)`` broadcasting against the
+        stack's leading axes, as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy dask array of the stack's shape and dtype.
+    :raises ValueError: as ``ops.translate``, or unknown chunk sizes.
+    :raises TypeError: as ``ops.translate``.
+    """
+    from . import _dask_planes
+
+    return _dask_planes.translate(stack, shifts, gpu=gpu, backend=backend)
+
+
+
+def spot_score(stack: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """The read score of a chunked ``(cycles, channels, Y, X)`` stack: exactly
+    :func:`spacr_accel_core.ops.spot_score` on the whole stack, for every chunking of the rows and
+    columns (each pixel's score reads only its own cycles and channels, which every block holds whole).
+
+    :param stack: a dask array ``(cycles, channels, Y, X)`` of real numbers (taken as float32).
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy float32 dask array ``(Y, X)``, chunked as the stack's rows and columns.
+    :raises ValueError: not four-dimensional, or unknown chunk sizes.
+    :raises TypeError: not real numbers.
+    """
+    from . import _dask_planes
+
+    return _dask_planes.spot_score(stack, gpu=gpu, backend=backend)
+
+
+
 # Every operation the table serves "field by field" on Dask, with no code here (see _dask.by_fields).
 for _operation in OPERATIONS.values():
     if _operation.dask == "fields":

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._ops_levels import clip_to_percentiles, normalise_to_percentile, percentiles, rescale_fields
+from ._ops_planes import spot_score, translate
 from .contract._declaration import NARROW_FIELDS
 from .contract._registration import (
     Registration,
@@ -78,6 +79,8 @@ __all__ = [
     "mutual_nearest_neighbours",
     "nearest_neighbours", "normalise_to_percentile", "percentiles",
     "phase_correlate", "rescale_fields",
+    "spot_score",
+    "translate",
     "window_maxima",
 ]
 

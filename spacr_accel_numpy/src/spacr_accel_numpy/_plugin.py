@@ -110,6 +110,22 @@ def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
     return phase_correlate(first, second, pairing)
 
 
+@hookimpl
+def spacr_accel_translate(stack: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    from ._planes import translate
+
+    return translate(stack, shifts)
+
+
+
+@hookimpl
+def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
+    from ._planes import spot_score
+
+    return spot_score(stack)
+
+
+
 # ---- the levels family (percentiles, clip and scale) -------------------------------------------
 
 

@@ -49,6 +49,15 @@ from ._levels import (
     small_percentiles,
     small_rescale,
 )
+from ._planes import (
+    adapt_planes,
+    agree_translated,
+    bench_score,
+    bench_translation,
+    check_translated,
+    small_score,
+    small_translation,
+)
 from ._results import (
     Example,
     agree_coordinates,
@@ -279,6 +288,12 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
                   {"pairing": None}, "Cycle registration (phase_correlate)",
                   reference=reference.phase_correlate, agree=agree_registration, small=_small_pair,
                   bench=_registration_bench, dask="own"),
+        Operation("translate", check_translated, adapt_planes, {}, "Moving planes into one frame (translate)",
+                  reference=reference.translate, agree=agree_translated, small=small_translation,
+                  bench=bench_translation, dask="own"),
+        Operation("spot_score", check_array, adapt_planes, {}, "Read locations scored (spot_score)",
+                  reference=reference.spot_score, agree=agree_field, small=small_score, bench=bench_score,
+                  dask="own"),
         Operation("percentiles", check_order_statistics, adapt_levels, {}, "Channel levels (percentiles)",
                   reference=reference.percentiles, agree=agree_levels, small=small_percentiles,
                   bench=bench_percentiles, dask="own"),
