@@ -25,6 +25,7 @@ import numpy as np
 
 from ._ops_levels import clip_to_percentiles, normalise_to_percentile, percentiles, rescale_fields
 from ._ops_planes import spot_score, translate
+from ._ops_points import attribute_reads, count_within
 from .contract._declaration import NARROW_FIELDS
 from .contract._registration import (
     Registration,
@@ -69,7 +70,8 @@ from .operations._registration_fields import finite_and_in_range
 __all__ = [
     "CHUNK",
     "Registration",
-    "accelerated_backends", "clip_to_percentiles",
+    "accelerated_backends",
+    "attribute_reads", "clip_to_percentiles", "count_within",
     "gaussian_filter",
     "gaussian_laplace",
     "local_maxima",

@@ -58,9 +58,10 @@ import numpy as np
 
 from .contract._registration import Registration
 
-__all__ = ["gaussian_filter", "gaussian_laplace", "hamming_nearest", "k_nearest", "local_maxima", "matmul",
-           "maximum_filter", "minimum_filter", "mutual_nearest", "nearest_neighbours", "percentiles",
-           "phase_correlate", "phase_correlation", "rescale_fields", "spot_score", "translate", "window_maxima"]
+__all__ = ["attribute_reads", "count_within", "gaussian_filter", "gaussian_laplace", "hamming_nearest", "k_nearest",
+           "local_maxima", "matmul", "maximum_filter", "minimum_filter", "mutual_nearest", "nearest_neighbours",
+           "percentiles", "phase_correlate", "phase_correlation", "rescale_fields", "spot_score", "translate",
+           "window_maxima"]
 
 _log = logging.getLogger(__name__)
 
@@ -544,6 +545,51 @@ def spot_score(stack: object) -> np.ndarray:
         warnings.simplefilter("ignore", RuntimeWarning)  # an empty axis: NaN, as NumPy answers it
         score = data[0].std(axis=0) if data.shape[0] == 1 else data.std(axis=0).mean(axis=0)
     return np.asarray(score, dtype=np.float32)
+
+
+def attribute_reads(peaks: object, centroids: object, areas: object, *, footprint: float = 10.0,
+                    tie: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """spaCR's ``attribute_reads``, read by read: the objects within ``max(radius) + footprint`` of a
+    read by SciPy's KD-tree ball query, each one's gap ``np.hypot(dy, dx) - radius`` in float64, a
+    stable sort; no owner beyond ``footprint``, ambiguous when the two smallest gaps differ by less
+    than ``tie``."""
+    from scipy.spatial import cKDTree
+
+    points = np.asarray(peaks, dtype=float).reshape(-1, 2)
+    centres = np.asarray(centroids, dtype=float).reshape(-1, 2)
+    radius = np.sqrt(np.maximum(np.asarray(areas, dtype=float).reshape(-1), 0.0) / np.pi)
+    owner = np.full(points.shape[0], -1, dtype=np.int64)
+    ambiguous = np.zeros(points.shape[0], dtype=bool)
+    if points.shape[0] == 0 or centres.shape[0] == 0:
+        return owner, ambiguous
+    reach = float(radius.max()) + float(footprint)
+    for index, found in enumerate(cKDTree(centres).query_ball_point(points, r=reach)):
+        if not found:
+            continue
+        near = np.asarray(found, dtype=np.int64)
+        gap = np.hypot(centres[near, 0] - points[index, 0], centres[near, 1] - points[index, 1]) - radius[near]
+        order = np.argsort(gap, kind="stable")
+        if gap[order[0]] > footprint:
+            continue
+        if order.size > 1 and gap[order[1]] - gap[order[0]] < tie:
+            ambiguous[index] = True
+            continue
+        owner[index] = int(near[order[0]])
+    return owner, ambiguous
+
+
+def count_within(moved: object, target: object, radius: float) -> np.ndarray:
+    """spaCR's inlier count of each moved set: ``np.sum(cKDTree(target).query(points)[0] <= radius)``."""
+    from scipy.spatial import cKDTree
+
+    sets = np.asarray(moved, dtype=np.float64)
+    tree = cKDTree(np.asarray(target, dtype=np.float64).reshape(-1, 2))
+    lead = sets.shape[:-2]
+    out = np.zeros(lead, dtype=np.int64)
+    for index in np.ndindex(*lead):
+        if sets[index].shape[0]:
+            out[index] = int(np.sum(tree.query(sets[index])[0] <= radius))
+    return out
 
 
 def percentiles(stack: object, q: object) -> object:

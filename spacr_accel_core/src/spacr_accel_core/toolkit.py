@@ -68,6 +68,7 @@ from .exact import (
     pick_lowest_dense,
 )
 from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
+from .kit._points import attribute_by_tree, decide_attribution
 from .kit._precision import PrecisionWindow
 from .kit._spectra import correlate_by_reference, real_spectrum, real_surface, reference_runs
 from .kit._translate import call_translated
@@ -87,11 +88,13 @@ __all__ = [
     "ExpansionPlan",
     "Pass",
     "PrecisionWindow",
+    "attribute_by_tree",
     "call_bounded",
     "call_translated",
     "canonical_vendor",
     "correlate_by_reference",
     "cpu_threads",
+    "decide_attribution",
     "describe",
     "device_request",
     "distances",

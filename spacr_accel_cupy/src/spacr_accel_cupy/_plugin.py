@@ -178,3 +178,18 @@ def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
     from ._decode import phase_correlate
 
     return _run("phase_correlate", phase_correlate, first, second, pairing)
+
+@hookimpl
+def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
+                                tie: float) -> tuple[np.ndarray, np.ndarray]:
+    from ._points import attribute_reads
+
+    return attribute_reads(peaks, centroids, radius, footprint, tie)
+
+
+@hookimpl
+def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
+    from ._points import count_within
+
+    return count_within(moved, target, limit)
+

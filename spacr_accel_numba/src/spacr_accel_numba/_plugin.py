@@ -163,3 +163,23 @@ def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], 
 
     _warm.kernels_for("science:smooth")
     return gaussian(field, sigma, out, truncate, mode, laplace=True)
+
+# ---- the point operations: read attribution, the merge's inlier counts ----------------------------
+
+
+@hookimpl
+def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
+                                tie: float) -> tuple[np.ndarray, np.ndarray]:
+    from ._points import attribute_reads, kernels
+
+    _warm.kernels_for("science:points")
+    return attribute_reads(kernels(), peaks, centroids, radius, footprint, tie)
+
+
+@hookimpl
+def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
+    from ._points import count_within, kernels
+
+    _warm.kernels_for("science:points")
+    return count_within(kernels(), moved, target, limit)
+

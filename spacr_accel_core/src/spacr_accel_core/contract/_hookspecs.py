@@ -317,6 +317,47 @@ def spacr_accel_spot_score(  # type: ignore[empty-body]  # a specification has n
 
 
 @hookspec
+def spacr_accel_attribute_reads(  # type: ignore[empty-body]  # a specification has no body
+    peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float, tie: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each read given to the object whose boundary (the disc of its area) is nearest: spaCR's
+    ``attribute_reads`` exactly.
+
+    A read's candidates are the objects whose centre lies within ``reach = radius.max() +
+    footprint``, by SciPy's KD-tree ball test (``fl(dy*dy) + fl(dx*dx) <= fl(reach*reach)``, the
+    tree's own verdict where a sum lies within rounding of the bound); each candidate's gap is
+    ``np.hypot(dy, dx) - radius[j]`` in float64 (``np.hypot``'s bits: C's ``hypot``, not a square
+    root of the sum); the smallest gap wins, the lowest object index among equal gaps. No owner
+    when that gap exceeds ``footprint``; refused as ambiguous (no owner) when the second smallest
+    gap minus the smallest is below ``tie``.
+
+    :param peaks: C-contiguous finite float64 ``(N, 2)`` read positions ``(y, x)``, ``N >= 1``.
+    :param centroids: C-contiguous finite float64 ``(M, 2)`` object centres, ``M >= 1``.
+    :param radius: C-contiguous float64 ``(M,)``: ``sqrt(max(area, 0) / pi)``, computed by the core.
+    :param footprint: finite, at least 0.
+    :param tie: finite, at least 0.
+    :returns: ``(owner, ambiguous)``: int64 ``(N,)`` (an index into ``centroids`` or -1) and bool ``(N,)``.
+    """
+
+
+@hookspec
+def spacr_accel_count_within(  # type: ignore[empty-body]  # a specification has no body
+    moved: np.ndarray, target: np.ndarray, limit: float
+) -> np.ndarray:
+    """How many points of each moved set land near a target: the merge's score of a candidate transform.
+
+    A point counts when ``fl(dy*dy) + fl(dx*dx) <= limit`` for some target, the sum in float64 as
+    SciPy's KD-tree takes it; ``limit`` is the largest float64 whose square root is within the
+    caller's radius, so the count is that of SciPy's ``distance <= radius``.
+
+    :param moved: C-contiguous finite float64 ``(B, N, 2)``, ``B, N >= 1``; never modify it.
+    :param target: C-contiguous finite float64 ``(M, 2)``, ``M >= 1``.
+    :param limit: the squared distance bound, at least 0 (``inf``: every point counts).
+    :returns: int64 ``(B,)``.
+    """
+
+
+@hookspec
 def spacr_accel_percentiles(  # type: ignore[empty-body]  # a specification has no body
     stack: np.ndarray, ranks: np.ndarray
 ) -> np.ndarray:

@@ -58,6 +58,17 @@ from ._planes import (
     small_score,
     small_translation,
 )
+from ._points import (
+    adapt_points,
+    agree_attribution,
+    agree_counts,
+    attribution_bench,
+    check_attribution,
+    check_counts,
+    counts_bench,
+    small_attribution,
+    small_counts,
+)
 from ._results import (
     Example,
     agree_coordinates,
@@ -293,6 +304,12 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
                   bench=bench_translation, dask="own"),
         Operation("spot_score", check_array, adapt_planes, {}, "Read locations scored (spot_score)",
                   reference=reference.spot_score, agree=agree_field, small=small_score, bench=bench_score,
+                  dask="own"),
+        Operation("attribute_reads", check_attribution, adapt_points, {}, "Reads given to nuclei (attribute_reads)",
+                  reference=reference.attribute_reads, agree=agree_attribution, small=small_attribution,
+                  bench=attribution_bench, dask="own"),
+        Operation("count_within", check_counts, adapt_points, {}, "Merge transforms scored (count_within)",
+                  reference=reference.count_within, agree=agree_counts, small=small_counts, bench=counts_bench,
                   dask="own"),
         Operation("percentiles", check_order_statistics, adapt_levels, {}, "Channel levels (percentiles)",
                   reference=reference.percentiles, agree=agree_levels, small=small_percentiles,

@@ -19,6 +19,9 @@ import numpy as np
 
 from .. import ops
 from ..dispatch._registry import REGISTRY
+from ._served_points import Refused
+from ._served_points import attribute_reads as _attribute_reads
+from ._served_points import seed_by_scaled_pairs as _seed_by_scaled_pairs
 from ._surface import SURFACE_NAME
 
 __all__ = ["SERVED", "PassThrough"]
@@ -241,6 +244,18 @@ def matmul(first: Any, second: Any, **options: Any) -> tuple[Any, str]:
     raise PassThrough("a float32 product rounds as its BLAS blocks it: spaCR's own call")
 
 
+def _refusing(serve: Callable[..., tuple[Any, str]]) -> Callable[..., tuple[Any, str]]:
+    """A way of serving from :mod:`._served_points`, its refusals read as :class:`PassThrough`."""
+
+    def served(*args: Any, **kwargs: Any) -> tuple[Any, str]:
+        try:
+            return serve(*args, **kwargs)
+        except Refused as why:
+            raise PassThrough(str(why)) from None
+
+    return served
+
+
 SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "maximum_filter": maximum_filter,
     "matmul": matmul,
@@ -250,5 +265,7 @@ SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "gaussian_laplace": gaussian_laplace,
     "gaussian_filter": gaussian_filter,
     "minimum_filter": minimum_filter,
+    "attribute_reads": _refusing(_attribute_reads),
+    "seed_by_scaled_pairs": _refusing(_seed_by_scaled_pairs),
 }
 """The ways of serving, by the name of the function they stand in for."""

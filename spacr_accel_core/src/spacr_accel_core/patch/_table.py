@@ -93,6 +93,8 @@ SPACR_1_5 = SeamTable(
         Seam("spacr.ops_register", "phase_correlate", "phase_correlate", _REGISTER),
         Seam("spacr.ops_cycles", "phase_correlate", "phase_correlate", _REGISTER),
         Seam("spacr.ops_sbs", "extract_bases", "extract_bases", ("original",)),
+        Seam("spacr.ops_sbs", "attribute_reads", "attribute_reads", ("original",)),
+        Seam("spacr.ops_phenotype", "seed_by_scaled_pairs", "seed_by_scaled_pairs", ("original",)),
     ),
     scoped=(
         Scoped("spacr.ops_engine", ("_decode_field",), ("gaussian_laplace", "minimum_filter")),

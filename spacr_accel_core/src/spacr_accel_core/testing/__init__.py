@@ -52,6 +52,7 @@ from ..operations._operations import OPERATIONS
 from ._decode import DecodeConformance
 from ._filters import FilterConformance
 from ._planes import PlanesConformance
+from ._points import PointsConformance
 from ._references import assert_same_field, reference_matmul, reference_maximum_filter, reference_nearest
 from ._science import ScienceConformance
 from ._spacr_field import AnchorField, SbsField, anchor_field, sbs_field
@@ -118,7 +119,8 @@ def _core_filters(shape: tuple[int, ...], size: int) -> bool:
 
 
 
-class BackendConformance(ScienceConformance, FilterConformance, DecodeConformance, PlanesConformance):
+class BackendConformance(ScienceConformance, FilterConformance, DecodeConformance, PointsConformance,
+                         PlanesConformance):
     """Subclass as ``Test<Name>`` with ``backend = "<plugin name>"``; pytest runs the rest.
 
     Every check forces the backend with ``backend=`` so a silent fall-through to NumPy cannot

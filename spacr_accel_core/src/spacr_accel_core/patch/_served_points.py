@@ -1,0 +1,238 @@
+"""How the patch serves spaCR's two point steps: ``ops_sbs.attribute_reads`` (one read at a time in
+Python, in spaCR) and ``ops_phenotype.seed_by_scaled_pairs`` (one KD-tree query per candidate
+transform, in spaCR): the same answers, bit for bit, or the call left to spaCR.
+
+THE PAIR SEARCH IS SPACR'S OWN SEARCH, BATCHED. Its answer depends on every draw of its generator
+and on every float64 bit of every candidate, so nothing is drawn, skipped or computed otherwise:
+
+- the trials run in spaCR's order with spaCR's calls (``rng.choice(n, 2, replace=False)``, the
+  span test and its ``continue`` before ``rng.integers(m)``, the ball query of the target pair's
+  separation), so the generator's stream is spaCR's;
+- each candidate's tests (``l != k``, the separation's tolerance, the rotation bound) and its
+  rotation and translation are spaCR's scalar NumPy expressions applied to arrays: the same
+  ufuncs (``np.hypot``, ``np.arctan2``, ``%``, ``np.degrees``, ``np.cos``, ``np.sin``) give each
+  element the bits they give a scalar, and a stack of ``(2, 2) @ (2, N)`` products is NumPy's loop
+  of the same BLAS call per matrix (its result is ``fma``-rounded by OpenBLAS, not ``a*x + b*y``,
+  which is why the products stay NumPy's own);
+- the candidates are scored a batch at a time by :func:`spacr_accel_core.ops.count_within`, whose
+  count is SciPy's ``np.sum(tree.query(moved)[0] <= radius)``;
+- the best is the first of the highest score above 1, spaCR's ``score > best_score`` from 1, and
+  its rotation and translation are recomputed by spaCR's own expressions from its angle.
+
+Any argument whose arithmetic is not plain float64 (a ``float32`` radius, an array) goes to spaCR.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import ops
+from ..dispatch._registry import REGISTRY
+from ..tiling import cpu_threads, run_parts
+
+__all__ = ["Refused", "attribute_reads", "seed_by_scaled_pairs"]
+
+BATCH = 256
+"""Candidate transforms moved and scored at once: ``BATCH x N x 2`` float64 (2.5 MB for 600 nuclei,
+kept in cache between the product, the scaling, the translation and the count)."""
+
+
+class Refused(Exception):  # an outcome: the reason the call is spaCR's own
+    """The call is spaCR's; the message is why (``_served`` reads it as its ``PassThrough``)."""
+
+
+def _backend() -> str:
+    return REGISTRY.last_backend() or "core"
+
+
+def _plain(value: Any, name: str) -> Any:
+    """A Python number or a float64 scalar (not a bool): what spaCR's arithmetic rounds as float64."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.float64)) or not math.isfinite(value):
+        raise Refused(f"{name}={value!r} (the patch serves one finite Python or float64 number)")
+    return value
+
+
+def _rows(value: Any, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(value, float)
+    except (TypeError, ValueError):
+        raise Refused(f"{name} NumPy cannot read as float64") from None
+    if array.ndim != 2 or array.shape[1] != 2:
+        raise Refused(f"{name} that is not (N, 2) rows")
+    if array.size and not (math.isfinite(array.min()) and math.isfinite(array.max())):
+        raise Refused(f"a NaN or infinity in {name}")
+    return array
+
+
+def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 10.0, tie: Any = 1.0,
+                    original: Callable[..., Any]) -> tuple[Any, str]:
+    """``spacr.ops_sbs.attribute_reads``: the registry's ``attribute_reads``, which is spaCR's
+    definition (its tree's ball query, its ``np.hypot`` gaps, its stable order) without the loop."""
+    points, centres = _rows(peaks, "peaks"), _rows(centroids, "centroids")
+    try:
+        area = np.asarray(areas, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise Refused("areas NumPy cannot read as float64") from None
+    if area.shape[0] != centres.shape[0]:
+        raise Refused("not one area per centroid")
+    for value, name in ((footprint, "footprint"), (tie, "tie")):
+        if _plain(value, name) < 0:
+            raise Refused(f"a negative {name}")
+    answer = ops.attribute_reads(points, centres, area, footprint=float(footprint), tie=float(tie))
+    return answer, _backend()
+
+
+@dataclass(frozen=True)
+class _Trials:
+    """The trials that reached a ball query, in spaCR's order: the source pair ``(i, j)``, the
+    target point ``k``, the wanted separation, and the target points the query returned."""
+
+    first: np.ndarray
+    second: np.ndarray
+    anchor: np.ndarray
+    want: np.ndarray
+    lengths: np.ndarray
+    trial: np.ndarray
+    partner: np.ndarray
+
+
+def _draw(src: np.ndarray, dst: np.ndarray, tree: Any, scale: Any, trials: int, tolerance: Any,
+          seed: Any) -> _Trials:
+    """spaCR's loop up to its ball query, call for call (the generator's stream is its own)."""
+    rng = np.random.default_rng(seed)
+    extent = float(max(np.ptp(src[:, 0]), np.ptp(src[:, 1])))
+    min_span = 0.2 * extent
+    first, second, anchor, want, reach = [], [], [], [], []
+    for _ in range(max(1, int(trials))):
+        i, j = rng.choice(src.shape[0], size=2, replace=False)
+        span = float(np.hypot(*(src[j] - src[i])))
+        if span < min_span:
+            continue
+        wanted = scale * span
+        k = int(rng.integers(dst.shape[0]))
+        first.append(int(i))
+        second.append(int(j))
+        anchor.append(k)
+        want.append(wanted)
+        reach.append(wanted * (1.0 + tolerance))
+    # One query of every trial's ball, unsorted: each point's list is the one its own query
+    # returns (the tree's order of its leaves), as spaCR's single-point call returns it.
+    found = tree.query_ball_point(dst[np.asarray(anchor, np.int64)].reshape(-1, 2), np.asarray(reach, np.float64),
+                                  return_sorted=False) if anchor else []
+    lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
+    partner = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64, count=int(lengths.sum()))
+    return _Trials(np.asarray(first, np.int64), np.asarray(second, np.int64), np.asarray(anchor, np.int64),
+                   np.asarray(want, np.float64), lengths, np.repeat(np.arange(len(found)), lengths), partner)
+
+
+def _candidates(src: np.ndarray, dst: np.ndarray, drawn: _Trials, tolerance: Any,
+                max_rotation: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates spaCR scores, in its order: each one's trial and angle (spaCR's per-candidate
+    tests, elementwise).
+
+    A superset of the annulus is taken first by the squared separation (``np.hypot`` lies within
+    an ulp of its square root, far inside the ``1e-6`` margin), so that spaCR's own tests (``l !=
+    k``, ``abs(got - want) > want * tolerance`` on ``np.hypot``'s bits) run on the annulus alone."""
+    lengths = drawn.lengths
+    down = dst[drawn.partner, 0] - np.repeat(dst[drawn.anchor, 0], lengths)
+    across = dst[drawn.partner, 1] - np.repeat(dst[drawn.anchor, 1], lengths)
+    low = np.maximum(drawn.want - drawn.want * tolerance, 0.0)
+    high = drawn.want + drawn.want * tolerance
+    squared = down * down + across * across
+    near = np.flatnonzero((squared >= np.repeat(low * low * (1.0 - 1e-6), lengths))
+                          & (squared <= np.repeat(high * high * (1.0 + 1e-6), lengths)))
+    trial = drawn.trial[near]
+    step_y, step_x = down[near], across[near]
+    keep = drawn.partner[near] != drawn.anchor[trial]
+    trial, step_y, step_x = trial[keep], step_y[keep], step_x[keep]
+    got = np.hypot(step_y, step_x)
+    want = drawn.want[trial]
+    keep = ~(np.abs(got - want) > want * tolerance)
+    trial, step_y, step_x = trial[keep], step_y[keep], step_x[keep]
+    pair = src[drawn.second[trial]] - src[drawn.first[trial]]
+    angle = np.arctan2(step_y, step_x) - np.arctan2(pair[:, 0], pair[:, 1])
+    angle = (angle + np.pi) % (2.0 * np.pi) - np.pi
+    keep = ~(np.abs(np.degrees(angle)) > max_rotation)
+    return trial[keep], angle[keep]
+
+
+def _rotations(angle: np.ndarray) -> np.ndarray:
+    cos, sin = np.cos(angle), np.sin(angle)
+    return np.stack([np.stack([cos, -sin], axis=-1), np.stack([sin, cos], axis=-1)], axis=-2)
+
+
+def _scores(src: np.ndarray, dst: np.ndarray, scale: Any, rotation: np.ndarray, anchors: np.ndarray,
+            firsts: np.ndarray, seed_radius: float) -> np.ndarray:
+    """Each candidate's inliers, a batch at a time: spaCR's ``translation`` and ``moved`` by its
+    own expressions over a stack of rotations, counted by the registry. The candidates are shared
+    between the CPU's threads (NumPy's loops and the count release the GIL); each score lands in
+    its candidate's place, so the order is spaCR's whatever finishes first."""
+    scores = np.empty(rotation.shape[0], dtype=np.int64)
+
+    def score(start: int, stop: int) -> None:
+        moved = np.empty((min(BATCH, stop - start), src.shape[0], 2))
+        for begin in range(start, stop, BATCH):
+            end = min(begin + BATCH, stop)
+            turn = rotation[begin:end]
+            translation = dst[anchors[begin:end]] - scale * np.matmul(turn, src[firsts[begin:end]][:, :, None])[:, :, 0]
+            out = moved[:end - begin]
+            np.multiply(scale, np.matmul(turn, src.T).transpose(0, 2, 1), out=out)
+            np.add(out, translation[:, None, :], out=out)
+            scores[begin:end] = ops.count_within(out, dst, seed_radius)
+
+    shares = max(1, min(cpu_threads(), rotation.shape[0] // BATCH))
+    edges = np.linspace(0, rotation.shape[0], shares + 1).astype(np.int64)
+    run_parts(score, [(int(a), int(b)) for a, b in itertools.pairwise(edges)])
+    return scores
+
+
+def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, original: Callable[..., Any],
+                         **options: Any) -> tuple[Any, str]:
+    """``spacr.ops_phenotype.seed_by_scaled_pairs``: spaCR's search, its candidates scored in
+    batches by the registry (see the module). Its defaults and constants are read from spaCR's
+    own function at the call, so an edited constant is honoured."""
+    from scipy.spatial import cKDTree
+
+    try:
+        bound = inspect.signature(original).bind(source, target, scale, *args, **options)
+    except TypeError:
+        raise Refused("arguments spaCR's signature does not take") from None
+    bound.apply_defaults()
+    given = bound.arguments
+    src, dst = _rows(given["source"], "source"), _rows(given["target"], "target")
+    if src.shape[0] < 2 or dst.shape[0] < 2:
+        raise Refused("fewer than two points (spaCR answers None)")
+    scale = _plain(given["scale"], "scale")
+    radius, tolerance = _plain(given["radius"], "radius"), _plain(given["tolerance"], "tolerance")
+    max_rotation = _plain(given["max_rotation"], "max_rotation")
+    trials = given["trials"]
+    if trials is None:
+        constants = original.__globals__
+        trials = max(constants["PAIR_TRIALS"], int(constants["TRIALS_PER_TARGET_POINT"] * dst.shape[0]))
+    if isinstance(trials, bool) or not isinstance(trials, numbers.Integral):
+        raise Refused(f"trials={trials!r} (the patch serves an integer)")
+    seed_radius = radius * 4.0
+    if seed_radius < 0:
+        raise Refused("a negative radius")
+    tree = cKDTree(dst)
+    drawn = _draw(src, dst, tree, scale, int(trials), tolerance, given["seed"])
+    trial, angle = _candidates(src, dst, drawn, tolerance, max_rotation)
+    if trial.size == 0:
+        return None, "core"
+    scores = _scores(src, dst, scale, _rotations(angle), drawn.anchor[trial], drawn.first[trial], float(seed_radius))
+    backend = _backend()
+    best = int(np.argmax(scores))
+    if scores[best] <= 1:
+        return None, backend
+    chosen = angle[best]  # a float64 scalar: spaCR's own angle, bit for bit
+    rotation = np.array([[np.cos(chosen), -np.sin(chosen)], [np.sin(chosen), np.cos(chosen)]])
+    translation = dst[drawn.anchor[trial[best]]] - scale * (rotation @ src[drawn.first[trial[best]]])
+    return (float(scale), rotation, translation), backend

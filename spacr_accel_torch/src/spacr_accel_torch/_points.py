@@ -1,0 +1,34 @@
+"""The point operations on torch: declined, for reasons of exactness, not of speed.
+
+READ ATTRIBUTION. spaCR's gap is ``np.hypot(dy, dx) - radius``, C's ``hypot`` to the last bit,
+and the gaps decide both the owner and the tie. torch's ``hypot`` (SLEEF's on the CPU, CUDA's on a
+card) is not C's: on the CPU about one pair in 160 differs in its last bit (measured over a
+million), which changes an owner wherever two gaps tie. Without a ``hypot`` of the same bits on
+the device, the NumPy floor and numba answer.
+
+THE MERGE'S INLIER COUNTS. Exact on a card in float64 (a sum of two squares against a squared
+bound), but the count is answered by numba's grid in a few milliseconds per thousand candidates,
+which a brute force over every pair on the device does not beat for spaCR's sizes (600 moved
+nuclei, 3,000 targets, batches of 256 candidates): declined until a device grid is written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spacr_accel_core import BackendDeclined
+
+__all__ = ["attribute_reads", "count_within"]
+
+
+def attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
+                    tie: float) -> tuple[np.ndarray, np.ndarray]:
+    """Declined: see the module."""
+    raise BackendDeclined("spaCR's read gaps are C's hypot to the last bit, which torch's hypot does not "
+                          "reproduce (an owner changes where two gaps tie); the CPU backends answer")
+
+
+def count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
+    """Declined: see the module."""
+    raise BackendDeclined("torch has no grid search for the merge's inlier counts; numba's grid (or the "
+                          "NumPy floor) answers them")
