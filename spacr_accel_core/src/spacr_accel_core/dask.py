@@ -31,7 +31,9 @@ __all__ = [
     "CHUNK",
     "BlocksServed",
     "Tally",
+    "attribute_reads",
     "blocks_served",
+    "count_within",
     "forget",
     "gaussian_filter",
     "gaussian_laplace",
@@ -315,6 +317,48 @@ def spot_score(stack: Any, *, gpu: bool = True, backend: str | None = None) -> d
 
     return _dask_planes.spot_score(stack, gpu=gpu, backend=backend)
 
+
+
+def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 10.0, tie: Any = 1.0,
+                    gpu: bool = True, backend: str | None = None) -> tuple[da.Array, da.Array]:
+    """Each read's owner and refusal, the reads chunked: exactly
+    :func:`spacr_accel_core.ops.attribute_reads` on all the reads, for every chunking of them (a
+    read's owner depends on the objects alone, which every block is given whole).
+
+    :param peaks: a dask array ``(N, 2)`` of read positions, chunked along the reads.
+    :param centroids: ``(M, 2)`` object centroids, in memory.
+    :param areas: ``(M,)`` object areas, in memory.
+    :param footprint: as in ``ops``.
+    :param tie: as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: lazy ``(owner, ambiguous)``: int64 and bool ``(N,)``, chunked as the reads.
+    :raises ValueError: as ``ops.attribute_reads``, or unknown chunk sizes.
+    :raises TypeError: as ``ops.attribute_reads``.
+    """
+    from . import _dask_points
+
+    return _dask_points.attribute_reads(peaks, centroids, areas, footprint=footprint, tie=tie, gpu=gpu,
+                                        backend=backend)
+
+
+def count_within(moved: Any, target: Any, radius: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """Each moved set's points within ``radius`` of a target, the sets chunked: exactly
+    :func:`spacr_accel_core.ops.count_within` on all of them, for every chunking of the sets.
+
+    :param moved: a dask array ``(..., N, 2)``; each block is given whole sets (the last two axes
+        rechunked into one where they were not).
+    :param target: ``(M, 2)`` targets, in memory.
+    :param radius: as in ``ops``.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy int64 dask array of shape ``moved.shape[:-2]``.
+    :raises ValueError: as ``ops.count_within``, or unknown chunk sizes.
+    :raises TypeError: as ``ops.count_within``.
+    """
+    from . import _dask_points
+
+    return _dask_points.count_within(moved, target, radius, gpu=gpu, backend=backend)
 
 
 # Every operation the table serves "field by field" on Dask, with no code here (see _dask.by_fields).
