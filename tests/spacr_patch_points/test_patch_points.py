@@ -99,6 +99,8 @@ def test_the_alignment_of_an_anchor_field_is_spacrs(points_patched: None) -> Non
     ((np.ones((5, 2)), np.zeros((9, 2)), np.float32(0.5)), {}, "scale="),
     ((np.ones((5, 2)), np.zeros((9, 2)), 0.5), {"radius": np.float32(3.0)}, "radius="),
     ((np.ones((5, 2)), np.zeros((9, 2)), 0.5), {"trials": 2.5}, "trials="),
+    ((np.ones((5, 2)), np.zeros((9, 2)), -0.5), {}, "not positive"),
+    ((np.ones((5, 2)), np.zeros((9, 2)), 0.5), {"tolerance": -0.1}, "negative radius or tolerance"),
 ])
 def test_what_the_seed_seam_leaves_to_spacr(points_patched: None, args: tuple[Any, ...], options: dict[str, Any],
                                            reason: str) -> None:
@@ -160,3 +162,21 @@ def test_the_decode_of_a_field_attributes_through_the_seam(points_patched: None)
     assert getattr(ops_sbs.attribute_reads, "__spacr_accel_original__", None) is not None
     source = ops_engine.__dict__.get("attribute_reads")
     assert source is None or source is ops_sbs.attribute_reads  # never bound at the engine's import
+
+
+@pytest.mark.parametrize("draw", range(12))
+def test_drawn_searches_are_spacrs(points_patched: None, draw: int) -> None:
+    """Drawn fields (sizes, magnifications, rotations past the bound, noise, outliers) and drawn
+    options: the same seed transform, or the same None, to the bit."""
+    from spacr import ops_phenotype
+
+    rng = np.random.default_rng(100 + draw)
+    field = anchor_field(sources=int(rng.integers(20, 160)), targets=int(rng.integers(60, 500)),
+                         scale=float(rng.choice([0.25, 0.5, 1.0, 2.0])), degrees=float(rng.uniform(-20, 20)),
+                         noise=float(rng.uniform(0, 2)), outliers=float(rng.uniform(0, 0.5)), seed=draw)
+    options = {"seed": int(rng.integers(0, 1000)), "trials": int(rng.integers(50, 400)),
+               "radius": float(rng.choice([0.5, 3.0, 6.0])), "tolerance": float(rng.choice([0.0, 0.04, 0.3])),
+               "max_rotation": float(rng.choice([5.0, 15.0, 90.0]))}
+    got = ops_phenotype.seed_by_scaled_pairs(field.source, field.target, field.scale, **options)
+    _same(got, original_of(ops_phenotype.seed_by_scaled_pairs)(field.source, field.target, field.scale, **options))
+    assert _served(SEED) == 1

@@ -220,8 +220,8 @@ def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, origi
     if isinstance(trials, bool) or not isinstance(trials, numbers.Integral):
         raise Refused(f"trials={trials!r} (the patch serves an integer)")
     seed_radius = radius * 4.0
-    if seed_radius < 0:
-        raise Refused("a negative radius")
+    if seed_radius < 0 or scale <= 0 or tolerance < 0:
+        raise Refused("a negative radius or tolerance, or a scale that is not positive")
     tree = cKDTree(dst)
     drawn = _draw(src, dst, tree, scale, int(trials), tolerance, given["seed"])
     trial, angle = _candidates(src, dst, drawn, tolerance, max_rotation)
