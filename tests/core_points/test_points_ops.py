@@ -4,6 +4,7 @@ and the reference on drawn and crafted input (ties, the bound's rounding, zero a
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from spacr_accel_core import last_dispatch, ops, reference, warm_up
 from spacr_accel_core.operations._points import squared_limit
 
-BACKENDS = ["numpy", "numba"]
+BACKENDS = ["numpy", "numba", *(["torch"] if importlib.util.find_spec("torch") else [])]
+"""The backends that answer the point operations here (torch on the CPU where no card is)."""
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -68,7 +68,7 @@ from .exact import (
     pick_lowest_dense,
 )
 from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
-from .kit._points import attribute_by_tree, decide_attribution
+from .kit._points import Neighbourhoods, attribute_by_tree, decide_attribution, neighbourhoods, padded_reach
 from .kit._precision import PrecisionWindow
 from .kit._spectra import correlate_by_reference, real_spectrum, real_surface, reference_runs
 from .kit._translate import call_translated
@@ -86,6 +86,7 @@ __all__ = [
     "BackendUnavailable",
     "DeviceRequest",
     "ExpansionPlan",
+    "Neighbourhoods",
     "Pass",
     "PrecisionWindow",
     "attribute_by_tree",
@@ -112,7 +113,9 @@ __all__ = [
     "k_nearest",
     "laplace_terms",
     "memory",
+    "neighbourhoods",
     "padded_bound",
+    "padded_reach",
     "parse_device",
     "pass_budget",
     "pick_lowest",

@@ -6,9 +6,9 @@ one differing last bit changes an owner wherever two gaps tie. Without a ``hypot
 bits on the device, the NumPy floor and numba answer.
 
 THE MERGE'S INLIER COUNTS. Exact on a card in float64 (a sum of two squares against a squared
-bound), but the count is answered by numba's grid in a few milliseconds per thousand candidates,
-which a brute force over every pair on the device does not beat for spaCR's sizes (600 moved
-nuclei, 3,000 targets, batches of 256 candidates): declined until a device grid is written.
+bound), but a brute force over every pair does not beat numba's grid for spaCR's sizes (600 moved
+nuclei, 3,000 targets, batches of 256 candidates), and the toolkit's grid (which torch gathers on
+its device) is not yet written against CuPy's kit: declined until it is.
 """
 
 from __future__ import annotations

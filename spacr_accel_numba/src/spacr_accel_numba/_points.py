@@ -24,7 +24,7 @@ from types import ModuleType
 
 import numpy as np
 
-from spacr_accel_core.toolkit import attribute_by_tree, cpu_threads, run_parts
+from spacr_accel_core.toolkit import attribute_by_tree, cpu_threads, neighbourhoods, padded_reach, run_parts
 
 __all__ = ["attribute_reads", "count_within", "kernels", "warm_job"]
 
@@ -70,11 +70,6 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return view
 
 
-def _padded(bound: float, largest: float) -> float:
-    """A reach that holds every point whose float64 sum can be within ``bound`` (see the module)."""
-    return math.sqrt(bound) * (1.0 + 2.0**-30) + (largest + 1.0) * 2.0**-45
-
-
 def _parts(count: int, work: int | None = None) -> list[tuple[int, int]]:
     """``count`` items in one contiguous share per thread (one share below :data:`_THREADED` of
     ``work``, the points to place, ``count`` by default)."""
@@ -90,15 +85,16 @@ def attribute_reads(compiled: ModuleType, peaks: np.ndarray, centroids: np.ndarr
     bound = reach * reach
     largest = max(float(np.abs(peaks).max()), float(np.abs(centroids).max())) + reach
     band = bound * 2.0**-36 + largest * largest * 2.0**-40
-    grid = _Grid(centroids, _padded(bound + band, largest))
+    reach_padded = padded_reach(bound + band, largest)
+    grid = _Grid(centroids, reach_padded)
     count = peaks.shape[0]
     owner = np.full(count, -1, dtype=np.int64)
     ambiguous = np.zeros(count, dtype=bool)
     close = np.zeros(count, dtype=bool)
     y, x, starts, low_y, low_x, cell, rows, columns = grid.placing()
     fixed = (_frozen(peaks), y, x, grid.index, _frozen(radius), starts, low_y, low_x, cell, rows, columns)
-    run_parts(compiled.attribute, [(*fixed, _padded(bound + band, largest), bound, band, float(footprint), float(tie),
-                                    begin, end, owner, ambiguous, close) for begin, end in _parts(count)])
+    run_parts(compiled.attribute, [(*fixed, reach_padded, bound, band, float(footprint), float(tie), begin, end,
+                                    owner, ambiguous, close) for begin, end in _parts(count)])
     deferred = np.flatnonzero(close)
     if deferred.size:
         owner[deferred], ambiguous[deferred] = attribute_by_tree(np.ascontiguousarray(peaks[deferred]), centroids,
@@ -111,30 +107,14 @@ _LAST: list[tuple[bytes, tuple[object, ...]]] = []
 
 
 def _neighbourhoods(target: np.ndarray, reach: float) -> tuple[object, ...]:
-    """The targets listed by cell of a grid grown by one cell all round, each cell's list holding
-    its own and its eight neighbours' targets, for cells wider than ``reach`` (with a pad over the
-    rounding of the placement): a point's one cell lists every target within ``reach`` of it.
-    Kept for the next call with the same target bytes and reach (the key is a digest of them)."""
+    """The toolkit's grid of the targets, as the count kernel takes it; kept for the next call
+    with the same target bytes and reach (the key is a digest of them)."""
     key = hashlib.blake2b(target.tobytes() + struct.pack("<dq", reach, target.shape[0]), digest_size=20).digest()
     last = _LAST[-1] if _LAST else None
     if last is not None and last[0] == key:
         return last[1]
-    largest = float(np.abs(target).max())
-    cell = max(reach * (1.0 + 2.0**-20) + (largest + 1.0) * 2.0**-40,
-               float(np.ptp(target, axis=0).max()) / min(1024, 4 * math.isqrt(target.shape[0]) + 4))
-    low_y, low_x = float(target[:, 0].min()), float(target[:, 1].min())
-    down = ((target[:, 0] - low_y) / cell).astype(np.int64)
-    across = ((target[:, 1] - low_x) / cell).astype(np.int64)
-    rows, columns = int(down.max()) + 1, int(across.max()) + 1
-    shifts = np.array([(a, b) for a in range(3) for b in range(3)])
-    cells = ((down[:, None] + shifts[:, 0]) * (columns + 2) + across[:, None] + shifts[:, 1]).reshape(-1)
-    owners = np.repeat(np.arange(target.shape[0]), 9)
-    order = np.argsort(cells, kind="stable")
-    starts = np.zeros((rows + 2) * (columns + 2) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(cells, minlength=(rows + 2) * (columns + 2)), out=starts[1:])
-    chosen = owners[order]
-    placing = (np.ascontiguousarray(target[chosen, 0]), np.ascontiguousarray(target[chosen, 1]), starts, low_y,
-               low_x, cell, rows, columns)
+    grid = neighbourhoods(target, reach)
+    placing = (grid.near_y, grid.near_x, grid.starts, grid.low_y, grid.low_x, grid.cell, grid.rows, grid.columns)
     _LAST[:] = [(key, placing)]
     return placing
 
@@ -145,7 +125,7 @@ def count_within(compiled: ModuleType, moved: np.ndarray, target: np.ndarray, li
     if math.isinf(limit):
         return np.full(sets, points, dtype=np.int64)
     # a point within the bound of a target is no larger than the target plus the bound's root
-    placing = _neighbourhoods(target, _padded(limit, float(np.abs(target).max()) + math.sqrt(limit)))
+    placing = _neighbourhoods(target, padded_reach(limit, float(np.abs(target).max()) + math.sqrt(limit)))
     counts = np.zeros(sets, dtype=np.int64)
     chunks = _parts(sets, sets * points)
     frozen = _frozen(moved)

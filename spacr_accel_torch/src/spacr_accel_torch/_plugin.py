@@ -164,12 +164,12 @@ def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius
                                 tie: float) -> tuple[np.ndarray, np.ndarray]:
     from ._points import attribute_reads
 
-    return attribute_reads(peaks, centroids, radius, footprint, tie)
+    return _run("attribute_reads", attribute_reads, peaks, centroids, radius, footprint, tie)
 
 
 @hookimpl
 def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
     from ._points import count_within
 
-    return count_within(moved, target, limit)
+    return _run("count_within", count_within, moved, target, limit)
 

@@ -18,10 +18,12 @@ the gaps decide the owner and the tie, so the same function gives the same answe
 from __future__ import annotations
 
 import itertools
+import math
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["attribute_by_tree", "decide_attribution"]
+__all__ = ["Neighbourhoods", "attribute_by_tree", "decide_attribution", "neighbourhoods", "padded_reach"]
 
 
 def decide_attribution(count: int, rows: np.ndarray, members: np.ndarray, gaps: np.ndarray,
@@ -77,3 +79,60 @@ def attribute_by_tree(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarr
     rows = np.repeat(np.arange(count, dtype=np.int64), lengths)
     gaps = np.hypot(centroids[members, 0] - peaks[rows, 0], centroids[members, 1] - peaks[rows, 1]) - radius[members]
     return decide_attribution(count, rows, members, gaps, footprint, tie)
+
+
+def padded_reach(bound: float, largest: float) -> float:
+    """A reach that holds every point whose float64 sum ``dy * dy + dx * dx`` can be within
+    ``bound``, coordinates up to ``largest`` in magnitude: ``2**-30`` over the root and ``2**-45`` of
+    the coordinates, far above the rounding of a coordinate difference and of the root."""
+    return math.sqrt(bound) * (1.0 + 2.0**-30) + (largest + 1.0) * 2.0**-45
+
+
+@dataclass(frozen=True)
+class Neighbourhoods:
+    """Fixed points listed by cell of a uniform grid grown by one cell all round, each cell's list
+    holding the points of its own and its eight neighbouring cells: ``near_y[starts[c]:starts[c +
+    1]]`` (and ``near_x``) for cell ``c = (floor((y - low_y) / cell) + 1) * (columns + 2) +
+    floor((x - low_x) / cell) + 1``; a point with ``(y - low_y) / cell`` outside ``[-1, rows + 1)``
+    (or ``x``'s outside ``[-1, columns + 1)``) has none within the reach.
+
+    :param near_y: float64, the listed points' rows, cell after cell.
+    :param near_x: float64, their columns.
+    :param starts: int64 ``((rows + 2) * (columns + 2) + 1,)``, each cell's first slot.
+    :param low_y: the grid's first row coordinate.
+    :param low_x: its first column coordinate.
+    :param cell: the cells' width, wider than the reach asked for.
+    :param rows: the grid's rows of cells holding points.
+    :param columns: its columns of cells.
+    """
+
+    near_y: np.ndarray
+    near_x: np.ndarray
+    starts: np.ndarray
+    low_y: float
+    low_x: float
+    cell: float
+    rows: int
+    columns: int
+
+
+def neighbourhoods(fixed: np.ndarray, reach: float) -> Neighbourhoods:
+    """The grid of :class:`Neighbourhoods` over ``fixed`` (finite float64 ``(M, 2)``, ``M >= 1``) for
+    cells wider than ``reach`` (with a pad over the rounding of the placement, and no more than
+    about four cells per point along an axis): a point's one cell lists every fixed point within
+    ``reach`` of it, because ``floor((v - low) / cell)`` is monotonic in ``v`` and a point within
+    the reach of another is less than a cell from it along each axis."""
+    largest = float(np.abs(fixed).max())
+    cell = max(reach * (1.0 + 2.0**-20) + (largest + 1.0) * 2.0**-40,
+               float(np.ptp(fixed, axis=0).max()) / min(1024, 4 * math.isqrt(fixed.shape[0]) + 4))
+    low_y, low_x = float(fixed[:, 0].min()), float(fixed[:, 1].min())
+    down = ((fixed[:, 0] - low_y) / cell).astype(np.int64)
+    across = ((fixed[:, 1] - low_x) / cell).astype(np.int64)
+    rows, columns = int(down.max()) + 1, int(across.max()) + 1
+    shifts = np.array([(a, b) for a in range(3) for b in range(3)])
+    cells = ((down[:, None] + shifts[:, 0]) * (columns + 2) + across[:, None] + shifts[:, 1]).reshape(-1)
+    chosen = np.repeat(np.arange(fixed.shape[0]), 9)[np.argsort(cells, kind="stable")]
+    starts = np.zeros((rows + 2) * (columns + 2) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cells, minlength=(rows + 2) * (columns + 2)), out=starts[1:])
+    return Neighbourhoods(np.ascontiguousarray(fixed[chosen, 0]), np.ascontiguousarray(fixed[chosen, 1]), starts,
+                          low_y, low_x, cell, rows, columns)
