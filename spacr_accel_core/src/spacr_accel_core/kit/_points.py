@@ -66,6 +66,7 @@ def attribute_by_tree(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarr
     :param radius: float64 ``(M,)``, ``sqrt(max(area, 0) / pi)``.
     :param footprint: how far past a boundary a read may lie.
     :param tie: how close the two nearest boundaries may be.
+    :returns: ``(owner, ambiguous)``, int64 and bool ``(N,)``.
     """
     from scipy.spatial import cKDTree
 
@@ -84,7 +85,12 @@ def attribute_by_tree(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarr
 def padded_reach(bound: float, largest: float) -> float:
     """A reach that holds every point whose float64 sum ``dy * dy + dx * dx`` can be within
     ``bound``, coordinates up to ``largest`` in magnitude: ``2**-30`` over the root and ``2**-45`` of
-    the coordinates, far above the rounding of a coordinate difference and of the root."""
+    the coordinates, far above the rounding of a coordinate difference and of the root.
+
+    :param bound: the limit on the squared sum.
+    :param largest: the largest coordinate magnitude a point within the bound can have.
+    :returns: the padded reach.
+    """
     return math.sqrt(bound) * (1.0 + 2.0**-30) + (largest + 1.0) * 2.0**-45
 
 
@@ -121,7 +127,12 @@ def neighbourhoods(fixed: np.ndarray, reach: float) -> Neighbourhoods:
     cells wider than ``reach`` (with a pad over the rounding of the placement, and no more than
     about four cells per point along an axis): a point's one cell lists every fixed point within
     ``reach`` of it, because ``floor((v - low) / cell)`` is monotonic in ``v`` and a point within
-    the reach of another is less than a cell from it along each axis."""
+    the reach of another is less than a cell from it along each axis.
+
+    :param fixed: the points to list.
+    :param reach: the distance within which a point's cell must list every fixed point.
+    :returns: the grid, its lists and the arithmetic that places a point in it.
+    """
     largest = float(np.abs(fixed).max())
     cell = max(reach * (1.0 + 2.0**-20) + (largest + 1.0) * 2.0**-40,
                float(np.ptp(fixed, axis=0).max()) / min(1024, 4 * math.isqrt(fixed.shape[0]) + 4))
