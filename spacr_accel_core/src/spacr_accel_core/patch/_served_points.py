@@ -45,6 +45,10 @@ BATCH = 256
 kept in cache between the product, the scaling, the translation and the count)."""
 
 
+_SPAN_TABLE = 2048
+"""Source points up to which every pair's span is computed before the trials, not one per trial."""
+
+
 class Refused(Exception):  # an outcome: the reason the call is spaCR's own
     """The call is spaCR's; the message is why (``_served`` reads it as its ``PassThrough``)."""
 
@@ -111,9 +115,15 @@ def _draw(src: np.ndarray, dst: np.ndarray, tree: Any, scale: Any, trials: int, 
     extent = float(max(np.ptp(src[:, 0]), np.ptp(src[:, 1])))
     min_span = 0.2 * extent
     first, second, anchor, want, reach = [], [], [], [], []
+    # Every pair's span at once (``step[i, j]`` is ``src[j] - src[i]``, and ``np.hypot`` gives each
+    # element a scalar call's bits), for fields of up to 2,048 points (32 MiB).
+    spans = None
+    if src.shape[0] <= _SPAN_TABLE:
+        step = src[None, :, :] - src[:, None, :]
+        spans = np.hypot(step[..., 0], step[..., 1])
     for _ in range(max(1, int(trials))):
         i, j = rng.choice(src.shape[0], size=2, replace=False)
-        span = float(np.hypot(*(src[j] - src[i])))
+        span = float(spans[i, j]) if spans is not None else float(np.hypot(*(src[j] - src[i])))
         if span < min_span:
             continue
         wanted = scale * span
