@@ -28,7 +28,8 @@ import inspect
 import itertools
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,9 @@ from ..dispatch._registry import REGISTRY
 from ..tiling import cpu_threads, run_parts
 
 __all__ = ["Refused", "attribute_reads", "seed_by_scaled_pairs"]
+
+CHUNK = 1024
+"""Trials drawn (that reached the ball query) before their candidates are handed to be scored."""
 
 BATCH = 256
 """Candidate transforms moved and scored at once: ``BATCH x N x 2`` float64 (2.5 MB for 600 nuclei,
@@ -108,13 +112,19 @@ class _Trials:
     partner: np.ndarray
 
 
-def _draw(src: np.ndarray, dst: np.ndarray, tree: Any, scale: Any, trials: int, tolerance: Any,
-          seed: Any) -> _Trials:
-    """spaCR's loop up to its ball query, call for call (the generator's stream is its own)."""
+def _drawn(src: np.ndarray, dst: np.ndarray, tree: Any, scale: Any, trials: int, tolerance: Any,
+           seed: Any) -> Iterator[_Trials]:
+    """spaCR's loop up to its ball query, call for call (the generator's stream is its own), in
+    chunks of :data:`CHUNK` trials that reached the query, so that a chunk's candidates are scored
+    while the next is drawn."""
     rng = np.random.default_rng(seed)
     extent = float(max(np.ptp(src[:, 0]), np.ptp(src[:, 1])))
     min_span = 0.2 * extent
-    first, second, anchor, want, reach = [], [], [], [], []
+    first: list[int] = []
+    second: list[int] = []
+    anchor: list[int] = []
+    want: list[float] = []
+    reach: list[float] = []
     # Every pair's span at once (``step[i, j]`` is ``src[j] - src[i]``, and ``np.hypot`` gives each
     # element a scalar call's bits), for fields of up to 2,048 points (32 MiB).
     spans = None
@@ -133,10 +143,19 @@ def _draw(src: np.ndarray, dst: np.ndarray, tree: Any, scale: Any, trials: int, 
         anchor.append(k)
         want.append(wanted)
         reach.append(wanted * (1.0 + tolerance))
-    # One query of every trial's ball, unsorted: each point's list is the one its own query
-    # returns (the tree's order of its leaves), as spaCR's single-point call returns it.
+        if len(anchor) == CHUNK:
+            yield _queried(dst, tree, first, second, anchor, want, reach)
+            first, second, anchor, want, reach = [], [], [], [], []
+    if anchor:
+        yield _queried(dst, tree, first, second, anchor, want, reach)
+
+
+def _queried(dst: np.ndarray, tree: Any, first: list[int], second: list[int], anchor: list[int], want: list[float],
+             reach: list[float]) -> _Trials:
+    """A chunk of trials with its ball queries: one call for all of them, unsorted, each point's
+    list the one its own single-point query returns (the tree's order of its leaves), as spaCR's."""
     found = tree.query_ball_point(dst[np.asarray(anchor, np.int64)].reshape(-1, 2), np.asarray(reach, np.float64),
-                                  return_sorted=False) if anchor else []
+                                  return_sorted=False)
     lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
     partner = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64, count=int(lengths.sum()))
     return _Trials(np.asarray(first, np.int64), np.asarray(second, np.int64), np.asarray(anchor, np.int64),
@@ -180,7 +199,7 @@ def _rotations(angle: np.ndarray) -> np.ndarray:
 
 
 def _scores(src: np.ndarray, dst: np.ndarray, scale: Any, rotation: np.ndarray, anchors: np.ndarray,
-            firsts: np.ndarray, seed_radius: float) -> np.ndarray:
+            firsts: np.ndarray, seed_radius: float) -> tuple[np.ndarray, str]:
     """Each candidate's inliers, a batch at a time: spaCR's ``translation`` and ``moved`` by its
     own expressions over a stack of rotations, counted by the registry. The candidates are shared
     between the CPU's threads (NumPy's loops and the count release the GIL); each score lands in
@@ -201,7 +220,7 @@ def _scores(src: np.ndarray, dst: np.ndarray, scale: Any, rotation: np.ndarray, 
     shares = max(1, min(cpu_threads(), rotation.shape[0] // BATCH))
     edges = np.linspace(0, rotation.shape[0], shares + 1).astype(np.int64)
     run_parts(score, [(int(a), int(b)) for a, b in itertools.pairwise(edges)])
-    return scores
+    return scores, _backend()
 
 
 def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, original: Callable[..., Any],
@@ -233,16 +252,24 @@ def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, origi
     if seed_radius < 0 or scale <= 0 or tolerance < 0:
         raise Refused("a negative radius or tolerance, or a scale that is not positive")
     tree = cKDTree(dst)
-    drawn = _draw(src, dst, tree, scale, int(trials), tolerance, given["seed"])
-    trial, angle = _candidates(src, dst, drawn, tolerance, max_rotation)
-    if trial.size == 0:
+    angles, trials_of, scored = [], [], []
+    with ThreadPoolExecutor(max_workers=1) as scorer:  # a chunk is scored while the next is drawn
+        for drawn in _drawn(src, dst, tree, scale, int(trials), tolerance, given["seed"]):
+            trial, angle = _candidates(src, dst, drawn, tolerance, max_rotation)
+            angles.append(angle)
+            trials_of.append((drawn.anchor[trial], drawn.first[trial]))
+            scored.append(scorer.submit(_scores, src, dst, scale, _rotations(angle), *trials_of[-1],
+                                        float(seed_radius)) if trial.size else None)
+        answers = [(np.zeros(0, np.int64), "core") if part is None else part.result() for part in scored]
+    scores = np.concatenate([part[0] for part in answers]) if answers else np.zeros(0, np.int64)
+    if scores.size == 0:
         return None, "core"
-    scores = _scores(src, dst, scale, _rotations(angle), drawn.anchor[trial], drawn.first[trial], float(seed_radius))
-    backend = _backend()
+    backend = next((served for _, served in answers if served != "core"), "core")
     best = int(np.argmax(scores))
     if scores[best] <= 1:
         return None, backend
-    chosen = angle[best]  # a float64 scalar: spaCR's own angle, bit for bit
+    anchors, firsts = (np.concatenate([part[index] for part in trials_of]) for index in (0, 1))
+    chosen = np.concatenate(angles)[best]  # a float64 scalar: spaCR's own angle, bit for bit
     rotation = np.array([[np.cos(chosen), -np.sin(chosen)], [np.sin(chosen), np.cos(chosen)]])
-    translation = dst[drawn.anchor[trial[best]]] - scale * (rotation @ src[drawn.first[trial[best]]])
+    translation = dst[anchors[best]] - scale * (rotation @ src[firsts[best]])
     return (float(scale), rotation, translation), backend
