@@ -193,3 +193,20 @@ def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float
 
     return count_within(moved, target, limit)
 
+
+# ---- the levels family (percentiles, clip and scale) -------------------------------------------
+
+
+@hookimpl
+def spacr_accel_percentiles(stack: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    from ._levels import order_statistics
+
+    return _run("percentiles", order_statistics, stack, ranks)
+
+
+@hookimpl
+def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.ndarray,
+                               high: np.ndarray) -> np.ndarray:
+    from ._levels import rescale_fields
+
+    return _run("rescale_fields", rescale_fields, stack, scale, low, high)

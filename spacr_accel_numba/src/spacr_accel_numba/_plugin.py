@@ -183,3 +183,22 @@ def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float
     _warm.kernels_for("science:points")
     return count_within(kernels(), moved, target, limit)
 
+
+# ---- the levels family (percentiles, clip and scale) -------------------------------------------
+
+
+@hookimpl
+def spacr_accel_percentiles(stack: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    from ._levels import kernels, order_statistics
+
+    _warm.kernels_for("science:levels")  # declines while the warm-up compiles it
+    return order_statistics(kernels(), stack, ranks)
+
+
+@hookimpl
+def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.ndarray,
+                               high: np.ndarray) -> np.ndarray:
+    from ._levels import kernels, rescale_fields
+
+    _warm.kernels_for("science:levels")
+    return rescale_fields(kernels(), stack, scale, low, high)

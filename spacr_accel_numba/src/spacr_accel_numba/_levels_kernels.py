@@ -1,0 +1,82 @@
+# mypy: disallow-untyped-defs=False, disallow-untyped-calls=False
+"""The compiled loops of the levels family (imports numba): a float32 field's order statistics by
+radix selection on its bits, in two histogram passes, and the level set's divide and clip.
+
+THE KEY. A float32's bits made into an unsigned integer that sorts as the floats do: a positive
+float's sign bit set, a negative float's bits all flipped (``-0.0`` then sorts just below ``+0.0``,
+which only makes either zero a valid answer for a rank among zeros). NaN is counted, not keyed.
+
+PASS ONE counts each key's top 16 bits (65,536 bins, a quarter of a MiB per thread: in cache); the
+counts say which bin holds each rank. PASS TWO counts the low 16 bits of the keys in those bins
+alone, which gives each rank's key, and so its float, exactly. Each pass is split between threads
+by ranges of pixels, each with its own counts, summed after.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+BINS = 65536
+"""16 bits of the key per pass."""
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _key(bits):
+    word = np.uint32(bits)
+    if word >> np.uint32(31):
+        return ~word
+    return word | np.uint32(0x80000000)
+
+
+@numba.njit(nogil=True, cache=True)
+def count_high(bits, start, stop, counts, nans, part):
+    """Pass one over ``bits[start:stop]`` (a field's float32 bits as uint32): ``counts`` (this part's) the top
+    16 bits of each key, ``nans[part]`` the NaN seen (skipped)."""
+    seen = 0
+    for i in range(start, stop):
+        word = bits[i]
+        if (word & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+            seen += 1
+            continue
+        counts[_key(word) >> np.uint32(16)] += 1
+    nans[part] = seen
+
+
+@numba.njit(nogil=True, cache=True)
+def count_low(bits, start, stop, slot_of, counts):
+    """Pass two: ``counts[slot]`` (this part's) the low 16 bits of each key whose top 16 bits are a wanted
+    bin (``slot_of[bin] >= 0``); NaN skipped."""
+    for i in range(start, stop):
+        word = bits[i]
+        if (word & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+            continue
+        key = _key(word)
+        slot = slot_of[key >> np.uint32(16)]
+        if slot >= 0:
+            counts[slot, key & np.uint32(0xFFFF)] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def rescale_band(source, scale, low, high, out, start, stop):
+    """``out[f, i] = clip(source[f, i] / scale[f], low[f], high[f])`` for the flat pixels
+    ``[start, stop)`` of the ``(F, N)`` stack, NumPy's clip: NaN kept, a pixel equal to a bound kept,
+    ``y >= low`` first, then ``<= high``; a NaN bound fills the field with it."""
+    pixels = source.shape[1]
+    for field in range(start // pixels, (stop - 1) // pixels + 1):
+        first, last = max(start - field * pixels, 0), min(stop - field * pixels, pixels)
+        lo, hi, by = low[field], high[field], scale[field]
+        row, into = source[field], out[field]
+        if math.isnan(lo) or math.isnan(hi):
+            into[first:last] = lo if math.isnan(lo) else hi
+            continue
+        for i in range(first, last):
+            y = row[i] / by
+            if not math.isnan(y):
+                if not y >= lo:
+                    y = lo
+                if not y <= hi:
+                    y = hi
+            into[i] = y
