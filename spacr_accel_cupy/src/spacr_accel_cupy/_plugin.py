@@ -210,3 +210,19 @@ def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.nda
     from ._levels import rescale_fields
 
     return _run("rescale_fields", rescale_fields, stack, scale, low, high)
+
+
+@hookimpl
+def spacr_accel_translate(stack: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    from ._planes import translate
+
+    return _run("translate", translate, stack, shifts)
+
+
+
+@hookimpl
+def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
+    from ._planes import spot_score
+
+    return _run("spot_score", spot_score, stack)
+

@@ -202,3 +202,12 @@ def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.nda
 
     _warm.kernels_for("science:levels")
     return rescale_fields(kernels(), stack, scale, low, high)
+
+
+@hookimpl
+def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
+    from ._planes import kernels, spot_score
+
+    _warm.kernels_for("science:planes")  # declines while the warm-up compiles it
+    return spot_score(kernels(), stack)
+

@@ -127,7 +127,7 @@ def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
             *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:]),
 
             *((f"science:{module[1:]}", science(module)) for module in ("_peaks", "_knearest", "_hamming", "_smooth",
-                                                                                "_decode", "_points",
+                                                                                "_decode", "_points", "_planes",
                                                                                 "_levels"))]
 
 
