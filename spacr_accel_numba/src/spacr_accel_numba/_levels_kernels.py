@@ -59,7 +59,7 @@ def count_low(bits, start, stop, slot_of, counts):
             counts[slot, key & np.uint32(0xFFFF)] += 1
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, error_model="numpy")  # x / 0 is IEEE (inf or NaN), not an exception
 def rescale_band(source, scale, low, high, out, start, stop):
     """``out[f, i] = clip(source[f, i] / scale[f], low[f], high[f])`` for the flat pixels
     ``[start, stop)`` of the ``(F, N)`` stack, NumPy's clip: NaN kept, a pixel equal to a bound kept,

@@ -50,6 +50,7 @@ from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, p
 from ..contract._errors import describe
 from ..operations._operations import OPERATIONS
 from ._decode import DecodeConformance
+from ._levels import LevelsConformance
 from ._filters import FilterConformance
 from ._planes import PlanesConformance
 from ._points import PointsConformance
@@ -120,7 +121,7 @@ def _core_filters(shape: tuple[int, ...], size: int) -> bool:
 
 
 class BackendConformance(ScienceConformance, FilterConformance, DecodeConformance, PointsConformance,
-                         PlanesConformance):
+                         PlanesConformance, LevelsConformance):
     """Subclass as ``Test<Name>`` with ``backend = "<plugin name>"``; pytest runs the rest.
 
     Every check forces the backend with ``backend=`` so a silent fall-through to NumPy cannot
