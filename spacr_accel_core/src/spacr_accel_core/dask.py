@@ -42,7 +42,9 @@ __all__ = [
     "maximum_filter",
     "minimum_filter",
     "nearest_neighbours",
+    "percentiles",
     "phase_correlate",
+    "rescale_fields",
     "spot_score",
     "tally",
     "translate",
@@ -359,6 +361,46 @@ def count_within(moved: Any, target: Any, radius: Any, *, gpu: bool = True, back
     from . import _dask_points
 
     return _dask_points.count_within(moved, target, radius, gpu=gpu, backend=backend)
+
+
+def percentiles(stack: Any, q: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
+    """:func:`spacr_accel_core.ops.percentiles` of every field of a dask stack: BIT-IDENTICAL to it.
+
+    A field is never split: the last two axes are brought into one chunk (rechunked where a field
+    spans blocks), and each block of whole fields is one ``ops.percentiles`` call on its worker.
+
+    :param stack: a dask array ``(..., H, W)`` (a NumPy array is wrapped).
+    :param q: as in ``ops``: one percentile, or a 1-D sequence of them.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy dask array ``(..., len(q))`` (``(...)`` for one percentile) in NumPy's dtype,
+        chunked like the leading axes.
+    :raises ValueError: as ``ops.percentiles``, or unknown chunk sizes.
+    :raises TypeError: as ``ops.percentiles``.
+    """
+    from . import _dask_levels
+
+    return _dask_levels.percentiles(stack, q, gpu=gpu, backend=backend)
+
+
+def rescale_fields(stack: Any, scale: Any, low: Any, high: Any, *, gpu: bool = True,
+                   backend: str | None = None) -> da.Array:
+    """:func:`spacr_accel_core.ops.rescale_fields` on a dask stack, field by field: BIT-IDENTICAL to it.
+
+    :param stack: a dask array ``(..., H, W)``; each block is given whole fields.
+    :param scale: one divisor per field (a number, or an array broadcasting against ``stack.shape[:-2]``,
+        in memory or on Dask).
+    :param low: the lower bound of each field, likewise.
+    :param high: the upper bound of each field, likewise.
+    :param gpu: ``False`` keeps every worker on the CPU.
+    :param backend: force one backend by name on every worker.
+    :returns: a lazy dask array of ``stack``'s shape in the dtype ``ops`` gives.
+    :raises ValueError: as ``ops.rescale_fields``, or unknown chunk sizes.
+    :raises TypeError: as ``ops.rescale_fields``.
+    """
+    from . import _dask_levels
+
+    return _dask_levels.rescale_fields(stack, scale, low, high, gpu=gpu, backend=backend)
 
 
 # Every operation the table serves "field by field" on Dask, with no code here (see _dask.by_fields).
