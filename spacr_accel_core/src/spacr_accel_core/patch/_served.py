@@ -19,6 +19,8 @@ import numpy as np
 
 from .. import ops
 from ..dispatch._registry import REGISTRY
+from ._served_levels import clipped as _clipped
+from ._served_levels import sbs_mean_target as _sbs_mean_target
 from ._served_points import Refused
 from ._served_points import attribute_reads as _attribute_reads
 from ._served_points import seed_by_scaled_pairs as _seed_by_scaled_pairs
@@ -267,5 +269,7 @@ SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "minimum_filter": minimum_filter,
     "attribute_reads": _refusing(_attribute_reads),
     "seed_by_scaled_pairs": _refusing(_seed_by_scaled_pairs),
+    "clipped": _refusing(_clipped),
+    "sbs_mean_target": _refusing(_sbs_mean_target),
 }
 """The ways of serving, by the name of the function they stand in for."""
