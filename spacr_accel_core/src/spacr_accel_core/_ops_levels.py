@@ -34,7 +34,8 @@ from .operations._checks import _F32, _I64, _numeric, _options, _read_only, fiel
 __all__ = ["clip_to_percentiles", "normalise_to_percentile", "percentiles", "rescale_fields"]
 
 _F64 = np.dtype(np.float64)
-_SELECTED_AS = {np.dtype(name): _F32 for name in ("float16", "uint8", "int8", "uint16", "int16")} | {
+_SELECTED_AS: dict[np.dtype[Any], np.dtype[Any]] = {
+    np.dtype(name): _F32 for name in ("float16", "uint8", "int8", "uint16", "int16")} | {
     np.dtype("int32"): _F64, np.dtype("uint32"): _F64, _F32: _F32, _F64: _F64}
 """The dtype a backend selects in, for each dtype of field served: every value exact in it."""
 
@@ -115,7 +116,7 @@ def quantile_plan(count: int, q: Any) -> QuantilePlan:
 def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray | float) -> np.ndarray:
     """NumPy's ``_lerp``, line for line (its two branches, ``b - a`` in the order statistics' dtype)."""
     diff_b_a = b - a
-    lerp_interpolation = np.add(a, diff_b_a * t, out=...)
+    lerp_interpolation: np.ndarray = np.add(a, diff_b_a * t, out=...)
     np.subtract(b, diff_b_a * (1 - t), out=lerp_interpolation, where=t >= 0.5, casting="unsafe",
                 dtype=type(lerp_interpolation.dtype))
     return lerp_interpolation
@@ -143,7 +144,7 @@ def _stack(stack: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
 def _signed_zeros(result: np.ndarray, plan: QuantilePlan, array: np.ndarray, q: Any) -> np.ndarray:
     """Each field whose answer is a zero read from the ``t >= 0.5`` branch and holds both signed
     zeros: NumPy's own answer for it (whose sign follows its partition's order)."""
-    if array.dtype.kind != "f":
+    if array.dtype.kind != "f" or result.size == 0:
         return result
     rows = result.reshape(result.shape[0], -1)
     risky = (rows == 0) & (np.asarray(plan.gamma) >= 0.5)

@@ -8,6 +8,7 @@ Measured against ``np.percentile`` (which copies the field and partitions the co
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,8 @@ _F32 = np.dtype(np.float32)
 _SPLIT = 1 << 18
 """Pixels from which a field's passes are split between threads (below, a hand-off costs more)."""
 
-_RESCALED = frozenset({(np.dtype(np.float32), np.dtype(np.float32)), (np.dtype(np.float32), np.dtype(np.float64)),
+_RESCALED: frozenset[tuple[np.dtype[Any], np.dtype[Any]]] = frozenset({
+    (np.dtype(np.float32), np.dtype(np.float32)), (np.dtype(np.float32), np.dtype(np.float64)),
                        (np.dtype(np.float64), np.dtype(np.float64))})
 
 

@@ -83,7 +83,7 @@ def bench_percentiles(quick: bool, rng: np.random.Generator) -> Example:
 def small_rescale() -> Example:
     stack = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     return Example("2 fields of 3x4, scaled by 2 and 1, clipped to [1, 4] and [3, 30]",
-                   (stack, np.float32([2, 1]), np.float32([1, 3]), np.float32([4, 30])))
+                   (stack, np.array([2, 1], np.float32), np.array([1, 3], np.float32), np.array([4, 30], np.float32)))
 
 
 def bench_rescale(quick: bool, rng: np.random.Generator) -> Example:
