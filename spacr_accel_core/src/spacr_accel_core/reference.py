@@ -53,6 +53,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -592,35 +593,26 @@ def count_within(moved: object, target: object, radius: float) -> np.ndarray:
     return out
 
 
-def percentiles(stack: object, q: object) -> object:
-    """NumPy's own ``np.percentile(field, q)`` on each 2-D field of a stack, one call per field:
-    the definition (``(..., len(q))`` for a sequence, ``(...)`` for one percentile, a NumPy scalar
-    for one 2-D field and one percentile)."""
+def percentiles(stack: object, q: Any) -> object:
+    """NumPy's own ``np.percentile(field, q)`` on each 2-D field of a stack, one call per field."""
     data = np.asarray(stack)
     if data.ndim == 2:
         return np.percentile(data, q)
-    answers = [np.asarray(np.percentile(data[index], q)) for index in np.ndindex(*data.shape[:-2])]
-    dtype = np.result_type(*answers) if answers else np.asarray(np.percentile(np.zeros(1, data.dtype), q)).dtype
-    out = np.empty((*data.shape[:-2], *np.shape(np.asarray(q))), dtype=dtype)
-    for index, answer in zip(np.ndindex(*data.shape[:-2]), answers, strict=True):
-        out[index] = answer
-    return out
+    rows = [np.asarray(np.percentile(data[index], q)) for index in np.ndindex(*data.shape[:-2])]
+    probe = np.asarray(np.percentile(np.zeros(1, data.dtype), q))
+    out = np.stack(rows) if rows else np.empty((0, *probe.shape), probe.dtype)
+    return out.reshape(*data.shape[:-2], *probe.shape)
 
 
 def rescale_fields(stack: object, scale: object, low: object, high: object) -> np.ndarray:
-    """``np.clip(field / scale, low, high)`` field by field, in float64 where any of the four is
-    float64 (or a 32-bit integer field) and float32 otherwise, a Python number taking the field's
-    dtype (NEP 50), each field with its own NumPy scalars."""
-    data = np.asarray(stack)
-    values = [np.broadcast_to(np.asarray(v), data.shape[:-2]) for v in (scale, low, high)]
-    strong = [np.asarray(v).dtype for v in (scale, low, high) if type(v) not in (int, float)]
-    wide = data.dtype in (np.float64, np.int32, np.uint32) or any(
-        d in (np.float64, np.int32, np.uint32, np.int64, np.uint64) for d in strong)
-    dtype = np.dtype(np.float64 if wide else np.float32)
-    out = np.empty(data.shape, dtype=dtype)
-    kind = dtype.type
-    for index in np.ndindex(*data.shape[:-2]):
+    """``np.clip(field / scale, low, high)`` per field, with NumPy scalars: float64 where the stack, or a NumPy
+    value among the three, is float64 or a wide integer, else float32 (a Python number is weak, NEP 50)."""
+    data, wide = np.asarray(stack), {np.dtype(d) for d in (np.float64, np.int32, np.uint32, np.int64, np.uint64)}
+    kind: type[np.floating[Any]] = np.float64 if data.dtype in wide or any(
+        np.asarray(v).dtype in wide for v in (scale, low, high) if type(v) not in (int, float)) else np.float32
+    by, lo, hi = (np.broadcast_to(np.asarray(v), data.shape[:-2]) for v in (scale, low, high))
+    out = np.empty(data.shape, dtype=kind)
+    for i in np.ndindex(*data.shape[:-2]):
         with np.errstate(all="ignore"):
-            out[index] = np.clip(data[index].astype(dtype) / kind(values[0][index]), kind(values[1][index]),
-                                 kind(values[2][index]))
+            out[i] = np.clip(np.asarray(data[i], dtype=kind) / kind(by[i]), kind(lo[i]), kind(hi[i]))
     return out
