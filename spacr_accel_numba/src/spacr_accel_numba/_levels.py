@@ -40,27 +40,24 @@ def _bands(count: int) -> list[tuple[int, int]]:
 def _select(compiled: ModuleType, bits: np.ndarray, ranks: np.ndarray, bands: list[tuple[int, int]]) -> np.ndarray:
     """The float32 bits of one field's ranks, or NaN's where the field holds NaN."""
     bins = compiled.BINS
-    counts = np.zeros((len(bands), bins), dtype=np.int64)
+    counts = np.zeros((len(bands), bins), dtype=np.int32)  # a part holds fewer than 2**31 pixels
     nans = np.zeros(len(bands), dtype=np.int64)
     run_parts(compiled.count_high, [(bits, start, stop, counts[part], nans, part) for part, (start, stop) in
                                     enumerate(bands)])
     if nans.any():
         return np.full(ranks.shape, np.float32(np.nan)).view(np.uint32)
-    cumulative = np.cumsum(counts.sum(axis=0))
-    wanted = np.searchsorted(cumulative, ranks, side="right")
-    before = np.where(wanted > 0, cumulative[wanted - 1], 0)
+    wanted = np.empty(ranks.size, dtype=np.int64)
+    before = np.empty(ranks.size, dtype=np.int64)
+    compiled.locate(counts, ranks, wanted, before)
     chosen = np.unique(wanted)
     slot_of = np.full(bins, -1, dtype=np.int32)
     slot_of[chosen] = np.arange(chosen.size, dtype=np.int32)
-    low = np.zeros((len(bands), chosen.size, bins), dtype=np.int64)
+    low = np.zeros((len(bands), chosen.size, bins), dtype=np.int32)
     run_parts(compiled.count_low, [(bits, start, stop, slot_of, low[part]) for part, (start, stop) in
                                    enumerate(bands)])
-    inner = np.cumsum(low.sum(axis=0), axis=1)
-    keys = np.empty(ranks.shape, dtype=np.uint32)
-    for j in range(ranks.size):
-        slot = slot_of[wanted[j]]
-        keys[j] = (np.uint32(wanted[j]) << np.uint32(16)) | np.uint32(
-            np.searchsorted(inner[slot], ranks[j] - before[j], side="right"))
+    found = np.empty(ranks.size, dtype=np.int64)
+    compiled.locate_low(low, slot_of[wanted].astype(np.int64), ranks - before, found)
+    keys = (wanted.astype(np.uint32) << np.uint32(16)) | found.astype(np.uint32)
     positive = (keys >> np.uint32(31)).astype(bool)
     return np.where(positive, keys ^ np.uint32(0x80000000), ~keys).astype(np.uint32)
 

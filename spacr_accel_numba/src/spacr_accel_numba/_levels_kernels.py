@@ -80,3 +80,36 @@ def rescale_band(source, scale, low, high, out, start, stop):
                 if not y <= hi:
                     y = hi
             into[i] = y
+
+
+@numba.njit(nogil=True, cache=True)
+def locate(counts, ranks, wanted, before):
+    """For each rank (increasing), the bin holding it in the parts' summed ``counts`` and how many
+    keys lie in the bins below it: one walk of the bins."""
+    below = 0
+    j = 0
+    for bin_ in range(counts.shape[1]):
+        here = 0
+        for part in range(counts.shape[0]):
+            here += counts[part, bin_]
+        while j < ranks.size and ranks[j] < below + here:
+            wanted[j] = bin_
+            before[j] = below
+            j += 1
+        below += here
+        if j == ranks.size:
+            return
+
+
+@numba.njit(nogil=True, cache=True)
+def locate_low(counts, slots, residual, low):
+    """For each rank, the low 16 bits of its key: the bin of its slot in the parts' summed
+    ``counts`` where the running count first passes its residual rank."""
+    for j in range(slots.size):
+        running = 0
+        for bin_ in range(counts.shape[2]):
+            for part in range(counts.shape[0]):
+                running += counts[part, slots[j], bin_]
+            if residual[j] < running:
+                low[j] = bin_
+                break
