@@ -86,8 +86,14 @@ def rescale_fields(compiled: ModuleType, stack: np.ndarray, scale: np.ndarray, l
     fields, count = stack.shape[0], stack.shape[1] * stack.shape[2]
     source = np.ascontiguousarray(stack).reshape(fields, count)
     out = np.empty((fields, count), dtype=low.dtype)
-    run_parts(compiled.rescale_band, [(source, scale, low, high, out, start, stop)
-                                      for start, stop in _bands(fields * count)])
+    parts = []
+    for field in range(fields):
+        lo, hi = low[field], high[field]
+        if np.isnan(lo) or np.isnan(hi):
+            out[field] = lo if np.isnan(lo) else hi  # NumPy's clip: a NaN bound fills the field
+            continue
+        parts.extend((source[field], out[field], scale[field], lo, hi, start, stop) for start, stop in _bands(count))
+    run_parts(compiled.rescale_row, parts)
     return out.reshape(stack.shape)
 
 

@@ -14,8 +14,6 @@ by ranges of pixels, each with its own counts, summed after.
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 
@@ -60,26 +58,22 @@ def count_low(bits, start, stop, slot_of, counts):
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")  # x / 0 is IEEE (inf or NaN), not an exception
-def rescale_band(source, scale, low, high, out, start, stop):
-    """``out[f, i] = clip(source[f, i] / scale[f], low[f], high[f])`` for the flat pixels
-    ``[start, stop)`` of the ``(F, N)`` stack, NumPy's clip: NaN kept, a pixel equal to a bound kept,
-    ``y >= low`` first, then ``<= high``; a NaN bound fills the field with it."""
-    pixels = source.shape[1]
-    for field in range(start // pixels, (stop - 1) // pixels + 1):
-        first, last = max(start - field * pixels, 0), min(stop - field * pixels, pixels)
-        lo, hi, by = low[field], high[field], scale[field]
-        row, into = source[field], out[field]
-        if math.isnan(lo) or math.isnan(hi):
-            into[first:last] = lo if math.isnan(lo) else hi
-            continue
-        for i in range(first, last):
+def rescale_row(row, into, by, lo, hi, start, stop):
+    """``into[i] = clip(row[i] / by, lo, hi)`` for ``i`` in ``[start, stop)`` of one field, NumPy's
+    clip: ``lo if y < lo else y`` is its ``y >= lo or isnan(y)`` test read the other way round (NaN
+    and a pixel equal to a bound are kept), then the same against ``hi``; as selects the compiler
+    vectorises. The driver fills a field with a NaN bound itself."""
+    if by == 1:  # x / 1 is x: the division skipped, exactly (``* one`` widens a float32 pixel exactly)
+        one = lo - lo + 1
+        for i in range(start, stop):
+            y = row[i] * one
+            y = lo if y < lo else y
+            into[i] = hi if y > hi else y
+    else:
+        for i in range(start, stop):
             y = row[i] / by
-            if not math.isnan(y):
-                if not y >= lo:
-                    y = lo
-                if not y <= hi:
-                    y = hi
-            into[i] = y
+            y = lo if y < lo else y
+            into[i] = hi if y > hi else y
 
 
 @numba.njit(nogil=True, cache=True)
