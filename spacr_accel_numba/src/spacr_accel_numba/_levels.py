@@ -86,7 +86,7 @@ def rescale_fields(compiled: ModuleType, stack: np.ndarray, scale: np.ndarray, l
     fields, count = stack.shape[0], stack.shape[1] * stack.shape[2]
     source = np.ascontiguousarray(stack).reshape(fields, count)
     out = np.empty((fields, count), dtype=low.dtype)
-    parts = []
+    parts: list[tuple[Any, ...]] = []
     for field in range(fields):
         lo, hi = low[field], high[field]
         if np.isnan(lo) or np.isnan(hi):
