@@ -23,7 +23,7 @@ from spacr_accel_core.commands import _doctor, _doctor_summary
 from spacr_accel_core.devices import _machine
 
 TOP_KEYS = {"schema_version", "about", "overrides", "plugins", "faulty", "blocked", "backends",
-            "device", "neural_engines", "capabilities", "summary", "versions", "host_devices", "memory"}
+            "device", "neural_engines", "capabilities", "summary", "versions", "host_devices", "memory", "warm"}
 PLUGIN_KEYS = {"name", "priority", "accelerated", "distribution", "version", "status", "reason",
                "operations", "faults"}
 DEVICE_KEYS = {"error", "summary", "forced", "is_gpu", "is_cuda", *_doctor.ACCELERATOR_FIELDS}

@@ -62,7 +62,9 @@ print(sum(_kernels.grid_empty.stats.cache_hits.values()), sum(_kernels.settle_he
 
 
 def _run(code: str, cache: Path, *args: str) -> list[str]:
-    env = {**os.environ, "SPACR_ACCEL_DISABLE": "torch,cupy,opencv,openvino", "NUMBA_CACHE_DIR": str(cache)}
+    # compiled in this process (not by the detached compiler, tests/numba_cold): the repair here is this process's
+    env = {**os.environ, "SPACR_ACCEL_DISABLE": "torch,cupy,opencv,openvino", "NUMBA_CACHE_DIR": str(cache),
+           "SPACR_ACCEL_NUMBA_COMPILE": "here"}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
                           env=env, timeout=600, check=True)
     return done.stdout.splitlines()

@@ -24,11 +24,12 @@ from .contract._errors import (
     BackendDeclined,
     BackendOutOfMemory,
     BackendUnavailable,
+    BackendWarming,
     NoBackendError,
     PluginFault,
 )
 from .contract._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hookimpl, hookspec
-from .contract._records import BackendInfo, Dispatch, HostDevice, PluginStatus
+from .contract._records import BackendInfo, Dispatch, HostDevice, PluginStatus, WarmState
 from .contract._registration import Registration
 from .dispatch._registry import REGISTRY, Registry, cpu_requested, use
 
@@ -40,6 +41,7 @@ __all__ = [
     "BackendInfo",
     "BackendOutOfMemory",
     "BackendUnavailable",
+    "BackendWarming",
     "Declaration",
     "Dispatch",
     "HostDevice",
@@ -49,6 +51,7 @@ __all__ = [
     "Registration",
     "Registry",
     "Setting",
+    "WarmState",
     "cpu_requested",
     "hookimpl",
     "hookspec",

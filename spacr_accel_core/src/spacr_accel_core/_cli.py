@@ -125,10 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="benchmark only this backend (repeatable); NumPy always runs as the reference")
     bench.add_argument("--repeat", type=_at_least_one, metavar="N", default=None,
                        help="timed runs per backend after a warm-up, best kept (default 5, 3 with --quick)")
+    warm = commands.add_parser(
+        "warm",
+        allow_abbrev=False,
+        formatter_class=_Formatter,
+        help="compile every installed backend's kernels now, so that no later process waits for them",
+        description="Compile (or load from the cache) every kernel of every installed backend that "
+                    "builds them lazily, with a progress bar on stderr, and say what was already "
+                    "cached. Idempotent. Exits 1 when a backend is not ready within the timeout.",
+        epilog=f"The --json keys are documented at {DOCS_URL}",
+    )
+    warm.add_argument("--json", action="store_true", help="machine-readable output, no progress bar")
+    warm.add_argument("--timeout", type=float, metavar="SECONDS", default=1800.0,
+                      help="seconds each backend may take (default 1800)")
     # ``run`` is parsed by the patch's runner (main() hands it over first): listed here for --help
     commands.add_parser("run", add_help=False,
                         help="run a Python program with spaCR patched onto the registry (spacr-accel run --help)")
-    for command in (doctor, bench):
+    for command in (doctor, bench, warm):
         # Accepted after the subcommand too (``spacr-accel doctor -v``), counted on its own
         # destination: a subparser's default would otherwise overwrite the count given before it.
         command.add_argument("-v", "--verbose", action="count", default=0, dest="command_verbose",
@@ -232,7 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     _configure_logging(args.verbose + args.command_verbose)
     try:
-        code = _doctor_command(args) if args.command == "doctor" else _bench_command(args)
+        if args.command == "warm":
+            code = _warm_command(args)
+        else:
+            code = _doctor_command(args) if args.command == "doctor" else _bench_command(args)
     except BrokenPipeError:  # ``| head``: the reader's normal way of saying "enough"
         _silence_stdout()
         code = 0
@@ -262,6 +278,22 @@ def _doctor_command(args: argparse.Namespace) -> int:
     else:
         _write(text)
     return 0
+
+
+def _warm_command(args: argparse.Namespace) -> int:
+    """``spacr-accel warm``: build, print, exit 1 when a backend is not ready.
+
+    :param args: the parsed arguments (``json``, ``timeout``).
+    """
+    from .commands import _warm
+
+    stream = None if args.json else sys.stderr
+    result = _warm.run(timeout=args.timeout, stream=stream, tty=bool(stream is not None and stream.isatty()))
+    if args.json:
+        _emit_json(result)
+    else:
+        _write(_warm.render(result))
+    return 0 if result["ok"] else 1
 
 
 def _bench_command(args: argparse.Namespace) -> int:

@@ -342,7 +342,8 @@ def mutual_nearest_neighbours(first: Any, second: Any, *, max_distance: Any = No
     mutual = matched[backward[forward[matched]] == matched]
     names = list(dict.fromkeys(d.backend for d in served if d is not None))
     declined = tuple(dict.fromkeys(row for d in served if d is not None for row in d.declined))
-    REGISTRY.record_served("mutual_nearest_neighbours", ", ".join(names), declined)
+    waiting = tuple(dict.fromkeys(name for d in served if d is not None for name in d.waiting))
+    REGISTRY.record_served("mutual_nearest_neighbours", ", ".join(names), declined, waiting)
     return np.stack([mutual, forward[mutual]], axis=1).astype(_I64, copy=False).reshape(-1, 2)
 
 

@@ -46,6 +46,7 @@ from .contract._errors import (
     BackendDeclined,
     BackendOutOfMemory,
     BackendUnavailable,
+    BackendWarming,
     describe,
     first_line,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "BackendDeclined",
     "BackendOutOfMemory",
     "BackendUnavailable",
+    "BackendWarming",
     "DeviceRequest",
     "ExpansionPlan",
     "Neighbourhoods",

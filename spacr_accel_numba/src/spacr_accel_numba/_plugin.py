@@ -15,10 +15,10 @@ from typing import Final
 
 import numpy as np
 
-from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, hookimpl
+from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, WarmState, hookimpl
 from spacr_accel_core.toolkit import distances, install_command
 
-from . import _warm
+from . import _compiler, _warm
 from ._filter import window_maximum
 from ._grid import DIMENSIONS, search
 from ._wide import WIDE
@@ -40,6 +40,7 @@ SPACR_ACCEL_PLUGIN: Final = Declaration(
     # local_maxima and the decode filters take a stack (..., H, W) in one threaded pass; the core
     # hands maximum_filter one field at a time.
     stacks=frozenset({"local_maxima", "minimum_filter", "gaussian_filter", "gaussian_laplace"}),
+    settings=(_compiler.COMPILE, _compiler.KERNELS),
 )
 """What this plugin is, read by the core without a call."""
 
@@ -61,6 +62,12 @@ def spacr_accel_backend_info() -> BackendInfo:
 def spacr_accel_warm_up(timeout: float) -> bool:
     """Compile (or load from numba's cache) every kernel now, waiting at most ``timeout`` seconds."""
     return _warm.warm(timeout)
+
+
+@hookimpl
+def spacr_accel_warm_state() -> WarmState:
+    """Kernels cached of all, and whether a compiler runs now (read from the cache folder alone)."""
+    return _warm.state()
 
 
 @hookimpl
@@ -164,6 +171,7 @@ def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], 
     _warm.kernels_for("science:smooth")
     return gaussian(field, sigma, out, truncate, mode, laplace=True)
 
+
 # ---- the point operations: read attribution, the merge's inlier counts ----------------------------
 
 
@@ -184,6 +192,14 @@ def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float
     return count_within(kernels(), moved, target, limit)
 
 
+@hookimpl
+def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
+    from ._planes import kernels, spot_score
+
+    _warm.kernels_for("science:planes")  # declines while the warm-up compiles it
+    return spot_score(kernels(), stack)
+
+
 # ---- the levels family (percentiles, clip and scale) -------------------------------------------
 
 
@@ -202,12 +218,3 @@ def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.nda
 
     _warm.kernels_for("science:levels")
     return rescale_fields(kernels(), stack, scale, low, high)
-
-
-@hookimpl
-def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
-    from ._planes import kernels, spot_score
-
-    _warm.kernels_for("science:planes")  # declines while the warm-up compiles it
-    return spot_score(kernels(), stack)
-

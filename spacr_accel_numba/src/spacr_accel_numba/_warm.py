@@ -9,6 +9,12 @@ the NumPy floor, with the same answer bit for bit. Each kernel serves as soon as
 the float32 filter first, from half a second after that first call (:data:`_GRACE`).
 :func:`warm` starts at once and waits for all of them (the tests and benchmarks call it).
 
+WHERE THE KERNELS COMPILE. Not in this process, by default: the warm-up thread starts a detached
+compiler process at the lowest priority (:mod:`._compiler`), which writes each kernel to numba's
+cache even after this process exits, and loads each one from the cache as soon as the compiler
+has written it; concurrent processes share one compiler. Where no cache folder can be written (or
+``SPACR_ACCEL_NUMBA_COMPILE=here``) this thread compiles them itself, as below.
+
 A DAMAGED CACHE (a truncated or overwritten file of numba's) is set aside and that kernel
 compiled again, which writes a fresh cache for every later process (:mod:`._cache`).
 
@@ -25,13 +31,14 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 
-from spacr_accel_core import BackendDeclined, BackendUnavailable
+from spacr_accel_core import BackendUnavailable, BackendWarming, WarmState
 
-from . import _cache, _fork
+from . import _cache, _compiler, _fork
 
 _log = logging.getLogger(__name__)
 
@@ -75,6 +82,7 @@ def _after_fork_in_child() -> None:
     _holds.clear()
     _fork.release(taken)
     _fork.repair()
+    _compiler.forget_after_fork()
     _lock = threading.Lock()
     _hurry = threading.Event()
     if _failure is None and len(_ready) < len(_jobs()):
@@ -123,12 +131,25 @@ def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
             return importlib.import_module(f"{__package__}.{module}").warm_job()
         return compile_science
 
-    return [("filter:float32", field("float32")), ("nearest", nearest), ("nearest:wide", nearest_wide),
+    jobs = [("filter:float32", field("float32")), ("nearest", nearest), ("nearest:wide", nearest_wide),
             *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:]),
 
             *((f"science:{module[1:]}", science(module)) for module in ("_peaks", "_knearest", "_hamming", "_smooth",
                                                                                 "_decode", "_points", "_planes",
                                                                                 "_levels"))]
+    kept = _compiler.restricted([name for name, _ in jobs])  # SPACR_ACCEL_NUMBA_KERNELS, for tests
+    return [job for job in jobs if job[0] in kept]
+
+
+def _shared(job: Callable[[ModuleType], object]) -> bool:
+    """Whether the detached compiler runs ``job`` too: one of :func:`_jobs`'s own (a stand-in a test
+    puts in their place compiles in this process only)."""
+    return job.__module__ == __name__ and job.__qualname__.startswith("_jobs.<locals>.")
+
+
+def _folder() -> Path | None:
+    """The cache folder the detached compiler writes, or ``None``: compile in this process."""
+    return _compiler.cache_folder() if _compiler.mode() == "detached" else None
 
 
 def _compile_all() -> None:
@@ -138,13 +159,23 @@ def _compile_all() -> None:
     # ~0.45 s, the floor's first search): side by side both ran at half speed, and the first calls
     # took 0.72-0.85 s over warm ones instead of 0.30-0.53 s. Waiting half a second lets them
     # finish first, and a process that makes a few calls and exits never compiles at all.
+    # The compiler is started at once: at nice 19 it takes no core the work needs, and the sooner
+    # it starts, the more of the cache a short process leaves filled behind it.
+    folder = _folder()
+    if folder is not None:
+        listed = _compiler.read_ledger(folder)
+        if any(_shared(job) and name not in listed for name, job in _jobs()):
+            _compiler.start(folder)  # none when every kernel is cached already: each loads below
     _hurry.wait(_GRACE)
     try:
-        from . import _kernels as kernels
-
-        _kernels = kernels
         for name, job in _jobs():
-            _compile(job, kernels)
+            if folder is not None and _shared(job):
+                _compiler.wait_for(name, folder)
+            if _kernels is None:  # imported only now: a compiler elsewhere spared this process numba until here
+                from . import _kernels as loaded
+
+                _kernels = loaded
+            _compile(job, _kernels)
             _ready.add(name)
             _log.debug("numba kernel %s is ready", name)
     except Exception as exc:  # any failure to compile only makes this backend unusable
@@ -187,7 +218,8 @@ def start() -> None:
 def kernels_for(name: str) -> ModuleType:
     """The compiled kernels, if ``name`` is ready; otherwise start the warm-up and decline.
 
-    :raises BackendDeclined: still compiling (the next backend answers this call).
+    :raises BackendWarming: still compiling (the next backend answers this call, and the call's
+        :attr:`~spacr_accel_core.Dispatch.waiting` names numba).
     :raises BackendUnavailable: compiling failed in this process (numba cannot run here).
     """
     if name in _ready and _kernels is not None:
@@ -195,7 +227,7 @@ def kernels_for(name: str) -> ModuleType:
     if _failure is not None:
         raise BackendUnavailable(f"numba could not compile its kernels here ({_failure})")
     start()
-    raise BackendDeclined(f"numba is still compiling its {name} kernel in the background (first use in this "
+    raise BackendWarming(f"numba is still compiling its {name} kernel in the background (first use in this "
                           "process); the next backend answers until it is ready")
 
 
@@ -218,3 +250,21 @@ def warm(timeout: float | None = None) -> bool:
 def failure() -> str | None:
     """Why compiling failed in this process, or ``None``."""
     return _failure
+
+
+def state() -> WarmState:
+    """How far the kernels have got on this machine, without compiling or importing numba: the
+    kernels ready in this process, or listed in the detached compiler's ledger, whichever is more,
+    and whether anything compiles now (this process's warm-up, or a compiler holding the lock)."""
+    names = [name for name, _ in _jobs()]
+    folder = _folder()
+    listed = _compiler.read_ledger(folder) if folder is not None else {}
+    on_disk = sum(1 for name in names if name in listed and not listed[name].failed)
+    thread = _thread
+    building = (thread is not None and thread.is_alive()) or (folder is not None and _compiler.compiling(folder))
+    if folder is None:
+        note = ("compiled in each process (SPACR_ACCEL_NUMBA_COMPILE=here)" if _compiler.mode() == "here"
+                else "numba's cache folder cannot be written here: each process compiles its own kernels")
+    else:
+        note = f"cache: {folder}"
+    return WarmState(done=max(len(_ready & set(names)), on_disk), total=len(names), building=building, note=note)

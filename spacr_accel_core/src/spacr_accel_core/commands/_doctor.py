@@ -40,6 +40,7 @@ from typing import Any
 from ..contract._errors import describe
 from ..contract._install import install_command
 from ..dispatch import _settings
+from . import _warm
 from ._doctor_summary import VERSION_KEYS, _host_devices, _memory, _runs_on, _summary, _versions
 
 SCHEMA_VERSION = 1
@@ -227,6 +228,7 @@ def collect() -> Report:
     ]
     report["blocked"] = [{"name": r["name"], "reason": r["reason"]} for r in rows if r["status"] == "blocked"]
     report["backends"] = _bounded_section({"gpu": [], "cpu": []}, _backends)
+    report["warm"] = _bounded_section({"rows": []}, _warm.doctor_section)  # kernels compiled, or compiling
 
     found: list[Any] = []
 
@@ -536,7 +538,7 @@ def _render_overrides(report: Report) -> list[str]:
 
 _SECTIONS: tuple[Callable[[Report], list[str]], ...] = (
     _render_header, _render_summary, _render_versions, _render_hosts, _render_device, _render_memory,
-    _render_engines, _render_capabilities, _render_plugins, _render_faulty, _render_blocked,
+    _render_engines, _render_capabilities, _render_plugins, _warm.render_doctor, _render_faulty, _render_blocked,
     _render_dispatch, _render_overrides,
 )
 """The text report's sections, in the order a person reads them."""

@@ -42,6 +42,11 @@ class BackendDeclined(RuntimeError):
     """The backend could run but chooses not to for this input (too small to pay for a transfer)."""
 
 
+class BackendWarming(BackendDeclined):
+    """The backend is still building what it builds lazily (numba compiling its kernels): the next
+    backend answers meanwhile, and :attr:`~spacr_accel_core.Dispatch.waiting` names this one."""
+
+
 class BackendOutOfMemory(RuntimeError):
     """The device ran out of memory, even after the backend retried with smaller pieces.
 

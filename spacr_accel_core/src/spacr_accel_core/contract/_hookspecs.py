@@ -26,7 +26,7 @@ from types import ModuleType
 import numpy as np
 
 from ._markers import hookspec
-from ._records import Accelerator, BackendInfo, HostDevice
+from ._records import Accelerator, BackendInfo, HostDevice, WarmState
 
 
 @hookspec
@@ -95,6 +95,17 @@ def spacr_accel_warm_up(timeout: float) -> bool:  # type: ignore[empty-body]  # 
 
     :param timeout: seconds to wait at most.
     :returns: whether everything is ready now.
+    """
+
+
+@hookspec
+def spacr_accel_warm_state() -> WarmState:  # type: ignore[empty-body]  # a specification has no body
+    """How far the lazy build :func:`spacr_accel_warm_up` waits for has got on this machine, read
+    without building anything or importing anything heavy (the doctor asks it, and
+    ``spacr-accel warm`` every fraction of a second while it waits). Optional.
+
+    :returns: a :class:`~spacr_accel_core.WarmState`: pieces done of total, and whether a build
+        runs now (in any process on this machine).
     """
 
 

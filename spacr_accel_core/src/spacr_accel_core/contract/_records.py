@@ -75,11 +75,46 @@ class Dispatch:
         first those tried and declined (or found unusable when asked), in the order they were
         tried, then those passed over without a call (unusable, refused by ``gpu=False``,
         quarantined), best first.
+    :param waiting: the backends among ``declined`` that declined only because they were still
+        building what they build lazily (:class:`~spacr_accel_core.toolkit.BackendWarming`: numba
+        compiling its kernels in the background): a call served lower down the order for now,
+        by a backend that would have lost to them once they are ready.
     """
 
     operation: str
     backend: str
     declined: tuple[tuple[str, str], ...] = ()
+    waiting: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WarmState:
+    """How far a backend that builds lazily has got on this machine (``spacr_accel_warm_state``):
+    what ``spacr-accel warm`` draws and the doctor says, read without building anything.
+
+    :param done: the kernels (or other pieces) built and ready to load.
+    :param total: all it builds.
+    :param building: whether a build is running now (in this process, or in another on this
+        machine: numba's detached compiler).
+    :param note: one line a person may need (where the cache is, or why it cannot be kept).
+    """
+
+    done: int
+    total: int
+    building: bool = False
+    note: str = ""
+
+    @property
+    def words(self) -> str:
+        """``ready``, ``compiling (k of n)``, or ``not compiled yet (`spacr-accel warm`)`` (with
+        ``k of n cached`` where some are)."""
+        if self.total and self.done >= self.total:
+            return "ready"
+        if self.building:
+            return f"compiling ({self.done} of {self.total})"
+        if self.done:
+            return f"not compiled yet ({self.done} of {self.total} cached; `spacr-accel warm`)"
+        return "not compiled yet (`spacr-accel warm`)"
 
 
 KINDS: Final[tuple[str, ...]] = ("cuda", "rocm", "mps", "xpu", "directml", "cpu")

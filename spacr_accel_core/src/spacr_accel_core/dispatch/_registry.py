@@ -28,7 +28,14 @@ import pluggy
 
 from ..contract import _hookspecs
 from ..contract._declaration import Setting
-from ..contract._errors import BackendDeclined, BackendOutOfMemory, BackendUnavailable, NoBackendError, PluginFault
+from ..contract._errors import (
+    BackendDeclined,
+    BackendOutOfMemory,
+    BackendUnavailable,
+    BackendWarming,
+    NoBackendError,
+    PluginFault,
+)
 from ..contract._errors import describe as _describe
 from ..contract._markers import PROJECT_NAME
 from ..contract._records import Dispatch, PluginStatus
@@ -61,8 +68,9 @@ def _ask_one(name: str, describer: Callable[[], Any]) -> Any:
 class _LastCall(threading.local):
     """Per-thread record of the last dispatch, kept raw so recording it costs nanoseconds."""
 
-    call: tuple[str, str, list[tuple[str, str]], tuple[tuple[str, str], ...]] | None = None
-    """(operation, served by, declined on the way, passed over without a call)."""
+    call: tuple[str, str, list[tuple[str, str]], tuple[tuple[str, str], ...], list[str]] | None = None
+    """(operation, served by, declined on the way, passed over without a call, of those declined the
+    ones still building: :class:`BackendWarming`)."""
 
 
 @dataclass(frozen=True)
@@ -360,15 +368,15 @@ class Registry:
         call = self._last.call
         if call is None:
             return None
-        operation, served, declined, skipped = call
+        operation, served, declined, skipped, waiting = call
         snapshot = self._snapshot
         if snapshot is None or served not in snapshot.plugins:
-            return Dispatch(operation, served, tuple(declined))
+            return Dispatch(operation, served, tuple(declined), tuple(waiting))
         bar = rank_key(snapshot.plugins[served])
         above = tuple(row for row in skipped
                       if row[0] in snapshot.plugins and operation in snapshot.plugins[row[0]].operations
                       and rank_key(snapshot.plugins[row[0]]) < bar)
-        return Dispatch(operation, served, (*declined, *above))
+        return Dispatch(operation, served, (*declined, *above), tuple(waiting))
 
     def last_backend(self) -> str | None:
         """Only the name of the backend that served the last call on this thread: what the patch
@@ -376,6 +384,12 @@ class Registry:
         plugins passed over, ten microseconds)."""
         call = self._last.call
         return None if call is None else call[1]
+
+    def last_waiting(self) -> tuple[str, ...]:
+        """Only the backends the last call on this thread was served without because they were
+        still building (:attr:`Dispatch.waiting`), as cheaply as :meth:`last_backend`."""
+        call = self._last.call
+        return () if call is None or not call[4] else tuple(call[4])
 
     # ---- dispatch --------------------------------------------------------------------------
 
@@ -464,6 +478,7 @@ class Registry:
             order = self._order(snapshot, operation, gpu)
         impls, skipped, out_of_line, only = order
         declined: list[tuple[str, str]] = []
+        waiting: list[str] = []
         for impl in impls:
             if impl.ask:
                 plugin = self._ask(snapshot, impl.plugin)
@@ -476,13 +491,15 @@ class Registry:
                 raise
             except BaseException as exc:  # judged off the per-tile path: only a failed call pays
                 declined.append((impl.plugin, self._why_not(snapshot, impl.plugin, operation, exc)))
+                if isinstance(exc, BackendWarming):
+                    waiting.append(impl.plugin)
                 continue
             problem = check(result, expected)
             if problem is not None:
                 self._fault(snapshot, impl.plugin, operation, problem)
                 declined.append((impl.plugin, f"faulty: {problem}"))
                 continue
-            self._last.call = (operation, impl.plugin, declined, skipped)
+            self._last.call = (operation, impl.plugin, declined, skipped, waiting)
             if declined and _debug_enabled(logging.DEBUG):  # each fall-through is logged; a first answer is not
                 logger.debug("%s served by %r after %s declined", operation, impl.plugin,
                              [name for name, _ in declined])
@@ -534,7 +551,7 @@ class Registry:
         if problem is not None:
             self._fault(snapshot, backend, operation, problem)
             raise PluginFault(f"backend {backend!r} broke the {operation} contract: {problem}")
-        self._last.call = (operation, backend, [], ())
+        self._last.call = (operation, backend, [], (), [])
         return result
 
     def _forced_call(self, snapshot: _Snapshot, operation: str, backend: str, function: Callable[..., Any],
@@ -575,10 +592,12 @@ class Registry:
         done.wait(bound + 5.0)
         return done.is_set() and outcome.error is None and outcome.value is True
 
-    def record_served(self, operation: str, backend: str = "core", declined: tuple[tuple[str, str], ...] = ()) -> None:
+    def record_served(self, operation: str, backend: str = "core", declined: tuple[tuple[str, str], ...] = (),
+                      waiting: tuple[str, ...] = ()) -> None:
         """Note that ``operation`` was computed by ``backend`` after ``declined`` (composed of
-        dispatches), or by the core itself (an empty input, a window of one pixel)."""
-        self._last.call = (operation, backend, list(declined), ())
+        dispatches; ``waiting``: those of them still building), or by the core itself (an empty
+        input, a window of one pixel)."""
+        self._last.call = (operation, backend, list(declined), (), list(waiting))
 
 
 _REGISTRIES: weakref.WeakSet[Registry] = weakref.WeakSet()

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import ops
 from ..dispatch._registry import REGISTRY
+from ._floor import above_floor
 from ._served_levels import clipped as _clipped
 from ._served_levels import sbs_mean_target as _sbs_mean_target
 from ._served_points import Refused
@@ -37,7 +38,9 @@ class PassThrough(Exception):  # an outcome, read as "spaCR's own function answe
 
 
 def _backend() -> str:
-    return REGISTRY.last_backend() or "core"
+    served = REGISTRY.last_backend() or "core"
+    waiting = REGISTRY.last_waiting()  # a faster backend still compiling: the report counts these apart
+    return f"{served} ({', '.join(waiting)} still compiling)" if waiting else served
 
 
 def _float32_field(value: Any, what: str = "field") -> np.ndarray:
@@ -166,7 +169,8 @@ def gaussian_laplace(input: Any, sigma: Any, output: Any = None, mode: Any = "re
     _none(output=output, **kwargs)
     chosen = _mode(mode)
     _finite(data)
-    return ops.gaussian_laplace(data, _positive_number(sigma, "sigma"), mode=chosen), _backend()
+    with above_floor("gaussian_laplace", PassThrough):  # the floor is SciPy's speed: only a faster backend serves
+        return ops.gaussian_laplace(data, _positive_number(sigma, "sigma"), mode=chosen), _backend()
 
 
 def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None,  # SciPy's name
@@ -178,9 +182,10 @@ def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None, 
         raise PassThrough(f"order={order!r}")
     chosen = _mode(mode)
     _finite(data)
-    smoothed = ops.gaussian_filter(data, _positive_number(sigma, "sigma"),
-                                   truncate=_positive_number(truncate, "truncate"), mode=chosen)
-    return smoothed, _backend()
+    with above_floor("gaussian_filter", PassThrough):  # the floor is SciPy's speed: only a faster backend serves
+        smoothed = ops.gaussian_filter(data, _positive_number(sigma, "sigma"),
+                                       truncate=_positive_number(truncate, "truncate"), mode=chosen)
+        return smoothed, _backend()
 
 
 def minimum_filter(input: Any, size: Any = None, footprint: Any = None, output: Any = None,

@@ -1,0 +1,93 @@
+"""The detached compiler's own process (:mod:`._compiler` starts it and says why):
+``python -m spacr_accel_numba._compile_child FOLDER PACKAGE``.
+
+It lowers its priority first (``nice 19``), takes the cache folder's lock (or exits at once: another
+compiler is at work), and compiles (or loads) each kernel of :func:`._warm._jobs` in the warm-up's
+order, listing each in the ledger as soon as numba has written it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import _warm
+from ._compiler import _PACKAGE, LOCK, LOCK_TRIES, Entry, read_ledger, try_lock, unlock, write_ledger
+
+
+def _compiles(modules: list[Any]) -> int:
+    """Functions numba compiled (cache misses) so far in ``modules``' dispatchers."""
+    total = 0
+    for module in modules:
+        for value in list(vars(module).values()):
+            stats = getattr(value, "stats", None) if hasattr(value, "py_func") else None
+            misses = getattr(stats, "cache_misses", None)
+            if misses is not None:
+                total += sum(misses.values())
+    return total
+
+
+def _ours() -> list[Any]:
+    return [module for name, module in list(sys.modules.items())
+            if name.startswith("spacr_accel_numba.") and module is not None]
+
+
+def _lower_priority() -> None:
+    if hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(19)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Take the lock, compile (or load) each kernel, and list each in the ledger as it is written.
+
+    :param argv: ``[FOLDER, PACKAGE]``: the cache folder, and the package folder the starting
+        process imported (a different copy first on this path would compile other kernels).
+    :returns: 0 done (or another compiler holds the lock); 3 started for another copy of the package.
+    """
+    _lower_priority()
+    folder, package = (argv if argv is not None else sys.argv[1:])[:2]
+    if Path(package).resolve() != _PACKAGE:
+        return 3
+    path = Path(folder)
+    with (path / LOCK).open("a+b") as handle:
+        deadline = time.monotonic() + LOCK_TRIES
+        while not try_lock(handle):
+            if time.monotonic() > deadline:
+                return 0  # another compiler is at work on this cache
+            time.sleep(0.05)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n".encode())
+            handle.flush()
+            _compile_into(path)
+        finally:
+            unlock(handle)
+    return 0
+
+
+def _compile_into(folder: Path) -> None:
+    from . import _kernels as kernels
+
+    listed = read_ledger(folder)
+    where = ""
+    for name, job in _warm._jobs():
+        began, before = time.perf_counter(), _compiles(_ours())
+        failed = ""
+        try:
+            _warm._compile(job, kernels)
+        except Exception as exc:  # recorded for the waiting processes, whose own compile says why
+            failed = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        cache = getattr(getattr(kernels, "filter_band", None), "_cache", None)
+        where = where or str(getattr(cache, "_cache_path", ""))
+        listed[name] = Entry(time.perf_counter() - began, _compiles(_ours()) - before, failed)
+        write_ledger(folder, listed, where)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

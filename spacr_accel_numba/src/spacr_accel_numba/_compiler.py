@@ -1,0 +1,340 @@
+"""The kernels compiled by a detached process of their own, so that numba's cache fills whatever
+the lifetime of the process that needed them.
+
+WHY A PROCESS OF ITS OWN. Compiling every kernel takes ~45 s of one core the first time on a
+machine, and numba writes a kernel to its cache (``cache=True``) only once it is compiled: a process
+that exits sooner (spaCR's decode of one field, a notebook cell, a short script) wrote nothing, and
+every such process started over, never getting the compiled kernels at all. The compiler here is a
+separate interpreter (``python -m spacr_accel_numba._compile_child FOLDER PACKAGE``) started in a session
+of its own with no terminal (stdin and stdout closed), that outlives the process that started it,
+at the lowest scheduling priority (``nice 19``; the idle priority class on Windows) with one numba
+and one BLAS thread, so that the work it competes with keeps its cores: on a busy machine it waits.
+
+ONE AT A TIME PER CACHE. It holds a lock on :data:`LOCK` in numba's cache folder of this package
+(``fcntl.flock``, ``msvcrt.locking`` on Windows: released by the operating system when the compiler
+exits or dies, so a stale lock cannot outlive its holder) for as long as it runs; a second compiler
+started meanwhile (eight spawned workers, a Dask cluster on one machine) finds it held and exits.
+After each kernel it records the kernel in :data:`LEDGER` (written to a temporary file and renamed,
+so a reader sees the old ledger or the new one, never half of one), with how many functions numba
+compiled for it (0: loaded from the cache). numba itself writes each entry's data before its index
+and renames both into place, and a damaged entry met while loading is set aside and compiled again
+(:mod:`._cache`), never loaded.
+
+WHAT A PROCESS THAT NEEDS THE KERNELS DOES (:mod:`._warm`). Its warm-up thread starts the compiler
+(unless one is running), then for each kernel in turn waits until the ledger lists it, and loads it
+from the cache (tens of ms) instead of compiling it too. A compiler that exits without a kernel (it
+failed, was killed, or another version's compiler held the lock and did other work) is started
+once more; after that, or where no compiler can run at all (no writable cache folder, no
+interpreter to start, ``SPACR_ACCEL_NUMBA_COMPILE=here``), the warm-up compiles in its own process,
+as it always did.
+
+WHERE. The folder is the one numba's own locators choose for this package's files, found without
+importing numba: ``NUMBA_CACHE_DIR`` (a subfolder named after the package's folder), else the
+package's ``__pycache__`` if it can be written, else numba's folder in the user's cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from spacr_accel_core import Setting
+
+_log = logging.getLogger(__name__)
+
+LOCK = "spacr-accel-numba.lock"
+"""The compiler's lock file, in the cache folder."""
+
+LEDGER = "spacr-accel-numba.json"
+"""The kernels the compiler has written to the cache, in the cache folder."""
+
+COMPILE = Setting(
+    "SPACR_ACCEL_NUMBA_COMPILE", "detached",
+    "where numba's kernels compile: 'detached' (a low-priority process of its own that fills the cache "
+    "even after this one exits) or 'here' (this process's warm-up thread)")
+KERNELS = Setting(
+    "SPACR_ACCEL_NUMBA_KERNELS", "",
+    "comma-separated kernel names to compile (default: all); for tests that need one small kernel")
+
+POLL = 0.1
+"""Seconds between two looks at the ledger while a kernel is compiled elsewhere."""
+
+STALL = 900.0
+"""Seconds without a new kernel in the ledger after which a process compiles on its own."""
+
+LOCK_TRIES = 2.0
+"""Seconds a new compiler keeps trying the lock (a process looking at it holds it for microseconds)."""
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+# ---- where ----------------------------------------------------------------------------------------
+
+
+def _subpath(folder: Path) -> str:
+    """numba's name for a source folder inside a cache root (``get_suitable_cache_subpath``)."""
+    return f"{folder.name}_{hashlib.sha1(str(folder).encode()).hexdigest()}"  # numba's own naming, not security
+
+
+def _user_cache() -> Path:
+    """numba's user-wide cache root (``appdirs.user_cache_dir("numba", appauthor=False)``)."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "numba"
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "numba" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+
+
+def _writable(folder: Path) -> bool:
+    """Whether ``folder`` can be made and written (numba's own test: a temporary file in it)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError:
+        return False
+    return True
+
+
+def cache_folder() -> Path | None:
+    """numba's cache folder for this package's kernels, or ``None`` where none can be written (or
+    ``NUMBA_CACHE_LOCATOR_CLASSES`` chooses locators this module cannot follow)."""
+    if os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES"):
+        return None
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    candidates = [Path(chosen) / _subpath(_PACKAGE)] if chosen else []
+    candidates += [_PACKAGE / "__pycache__", _user_cache() / _subpath(_PACKAGE)]
+    return next((folder for folder in candidates if _writable(folder)), None)
+
+
+def mode() -> str:
+    """``"detached"`` or ``"here"`` (:data:`COMPILE`); an unknown word is the default, warned about."""
+    word = os.environ.get(COMPILE.environment, "").strip().lower() or COMPILE.default
+    if word not in ("detached", "here"):
+        _log.warning("%s=%r is not 'detached' or 'here'; compiling detached", COMPILE.environment, word)
+        return "detached"
+    return word
+
+
+def restricted(names: list[str]) -> list[str]:
+    """The kernel names :data:`KERNELS` keeps, in their order (all when it is unset)."""
+    wanted = {name.strip() for name in os.environ.get(KERNELS.environment, "").split(",") if name.strip()}
+    return [name for name in names if name in wanted] if wanted else names
+
+
+# ---- the ledger -----------------------------------------------------------------------------------
+
+
+def fingerprint() -> str:
+    """What a ledger entry is valid for: this interpreter, this numba, these source files (their
+    names, sizes and modification times). A changed kernel source makes every entry stale, as numba's
+    own index does."""
+    try:
+        numba_version = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        numba_version = "?"
+    files = sorted((path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in _PACKAGE.glob("*.py"))
+    text = json.dumps([sys.version, sys.platform, numba_version, str(_PACKAGE), files])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One kernel in the ledger.
+
+    :param seconds: how long the compiler took over it.
+    :param compiled: functions numba compiled for it (0: all loaded from the cache).
+    :param failed: why it could not be compiled ("" when it was).
+    """
+
+    seconds: float
+    compiled: int
+    failed: str = ""
+
+
+def read_ledger(folder: Path) -> dict[str, Entry]:
+    """The kernels the ledger in ``folder`` lists for this :func:`fingerprint` (none for a missing,
+    unreadable or stale ledger: those kernels are simply not known to be cached)."""
+    try:
+        with (folder / LEDGER).open(encoding="utf-8") as source:
+            record = json.load(source)
+        if record.get("fingerprint") != fingerprint():
+            return {}
+        return {str(name): Entry(float(row["seconds"]), int(row["compiled"]), str(row.get("failed", "")))
+                for name, row in record["kernels"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def write_ledger(folder: Path, kernels: dict[str, Entry], where: str) -> None:
+    record = {"fingerprint": fingerprint(), "numba_folder": where, "pid": os.getpid(),
+              "kernels": {name: {"seconds": round(entry.seconds, 3), "compiled": entry.compiled,
+                                 "failed": entry.failed} for name, entry in kernels.items()}}
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".ledger-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as sink:
+            json.dump(record, sink, indent=1)
+        os.replace(temporary, folder / LEDGER)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+# ---- the lock -------------------------------------------------------------------------------------
+
+
+def try_lock(handle: IO[bytes]) -> bool:
+    """Take the exclusive lock on an open lock file without waiting; whether it was taken."""
+    try:
+        if sys.platform == "win32":
+            import msvcrt
+
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def unlock(handle: IO[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        if sys.platform == "win32":
+            import msvcrt
+
+            handle.seek(0)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def compiling(folder: Path) -> bool:
+    """Whether a compiler holds the lock in ``folder`` now (any process on this machine)."""
+    try:
+        with (folder / LOCK).open("a+b") as handle:
+            if not try_lock(handle):
+                return True
+            unlock(handle)
+    except OSError:
+        return False
+    return False
+
+
+# ---- starting one -----------------------------------------------------------------------------------
+
+
+_state_lock = threading.Lock()
+_child: subprocess.Popen[bytes] | None = None
+_exited = threading.Event()
+_starts = 0
+
+STARTS = 2
+"""Compilers one process starts at most: the first, and one more if it exits without a kernel."""
+
+
+def _environment() -> dict[str, str]:
+    """The compiler's environment: one numba and one BLAS thread, this package first on the path,
+    and no patch of spaCR (the compiler never runs spaCR)."""
+    env = {key: value for key, value in os.environ.items() if key != "SPACR_ACCEL_PATCH"}
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[name] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(_PACKAGE.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def _reap(child: subprocess.Popen[bytes], exited: threading.Event) -> None:
+    child.wait()
+    exited.set()
+
+
+def start(folder: Path) -> bool:
+    """Start a compiler for ``folder`` unless one is running (or this process started its last).
+
+    :returns: whether one was started now.
+    """
+    global _child, _exited, _starts  # noqa: PLW0603  # this process's one compiler at a time
+    with _state_lock:
+        if (_child is not None and not _exited.is_set()) or _starts >= STARTS or compiling(folder):
+            return False
+        executable = sys.executable
+        if not executable or getattr(sys, "frozen", False):
+            _starts = STARTS  # no interpreter to start: compile here
+            return False
+        options: dict[str, Any] = {}
+        if sys.platform == "win32":
+            options["creationflags"] = (subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.IDLE_PRIORITY_CLASS
+                                        | subprocess.CREATE_NO_WINDOW)
+        else:
+            options["start_new_session"] = True
+        try:
+            child = subprocess.Popen(  # this interpreter, this package's own module
+                [executable, "-m", "spacr_accel_numba._compile_child", str(folder), str(_PACKAGE)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd=str(folder), env=_environment(), close_fds=True, **options)
+        except OSError as exc:
+            _log.info("spacr-accel-numba: could not start the compiler (%s); compiling here", exc)
+            _starts = STARTS
+            return False
+        _starts += 1
+        _child, _exited = child, threading.Event()
+        threading.Thread(target=_reap, args=(child, _exited), name="spacr-accel-numba-compiler-reaper",
+                         daemon=True).start()
+        _log.debug("spacr-accel-numba: compiler started (pid %d) for %s", child.pid, folder)
+        return True
+
+
+def forget_after_fork() -> None:
+    """In a forked child: the parent's compiler is not this process's child (the lock still says
+    whether it runs)."""
+    global _child, _exited, _state_lock  # reset in a forked child
+    _child, _exited, _state_lock = None, threading.Event(), threading.Lock()
+
+
+def _running(folder: Path) -> bool:
+    with _state_lock:
+        mine = _child is not None and not _exited.is_set()
+    return mine or compiling(folder)
+
+
+def wait_for(name: str, folder: Path, stop: threading.Event | None = None) -> bool:
+    """Wait until the ledger in ``folder`` lists kernel ``name``, starting a compiler when none runs.
+
+    :param name: the kernel (a name of :func:`._warm._jobs`).
+    :param folder: the cache folder (:func:`cache_folder`).
+    :param stop: set to stop waiting early (never set in normal use).
+    :returns: ``True`` when the ledger lists it (compiled, or failed there: the caller's own compile
+        then says why); ``False`` when no compiler will write it (the caller compiles it itself).
+    """
+    deadline = time.monotonic() + STALL
+    seen = -1
+    while True:
+        listed = read_ledger(folder)
+        if name in listed:
+            return True
+        if len(listed) != seen:
+            seen, deadline = len(listed), time.monotonic() + STALL
+        if not _running(folder) and not start(folder):
+            return False
+        if time.monotonic() > deadline:
+            _log.warning("spacr-accel-numba: no kernel cached for %.0f s; compiling %s here", STALL, name)
+            return False
+        if stop is not None and stop.wait(POLL):
+            return False
+        if stop is None:
+            time.sleep(POLL)
