@@ -22,6 +22,8 @@ from ..dispatch._registry import REGISTRY
 from ._floor import above_floor
 from ._served_levels import clipped as _clipped
 from ._served_levels import sbs_mean_target as _sbs_mean_target
+from ._served_planes import estimate_read_locations as _estimate_read_locations
+from ._served_planes import translate as _translate
 from ._served_points import Refused
 from ._served_points import attribute_reads as _attribute_reads
 from ._served_points import seed_by_scaled_pairs as _seed_by_scaled_pairs
@@ -274,6 +276,8 @@ SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "minimum_filter": minimum_filter,
     "attribute_reads": _refusing(_attribute_reads),
     "seed_by_scaled_pairs": _refusing(_seed_by_scaled_pairs),
+    "translate": _refusing(_translate),
+    "spot_score": _refusing(_estimate_read_locations),
     "clipped": _refusing(_clipped),
     "sbs_mean_target": _refusing(_sbs_mean_target),
 }

@@ -43,9 +43,9 @@ def spacr_translate(image: np.ndarray, dy: int, dx: int) -> np.ndarray:
 def spacr_score(stack: np.ndarray) -> np.ndarray:
     """spaCR 1.5's ``ops_sbs.estimate_read_locations``, line for line (its warnings for an empty
     axis silenced): what ``ops.spot_score`` must equal on a C-ordered stack."""
-    array = np.asarray(stack, dtype=np.float32)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
+        array = np.asarray(stack, dtype=np.float32)  # a float64 beyond float32's range: inf, quietly
         if array.shape[0] == 1:
             return array[0].std(axis=0).astype(np.float32, copy=False)
         return array.std(axis=0).mean(axis=0).astype(np.float32, copy=False)

@@ -1,0 +1,64 @@
+"""How the patch serves spaCR's two whole-plane steps: ``ops_cycles._translate`` (43 calls a field:
+a zeroed copy and a slice copy each) and ``ops_sbs.estimate_read_locations`` (NumPy's float32
+``std`` over the cycles and ``mean`` over the channels, with stack-sized temporaries): the same
+answers, bit for bit, or the call left to spaCR.
+
+Both names are looked up when spaCR calls them (``_translate`` is a global of ``ops_cycles``, and
+``ops_engine._decode_field`` imports ``estimate_read_locations`` inside the function), so the seam is
+the module attribute alone.
+
+WHAT IS LEFT TO spaCR. ``_translate`` answers with ``np.zeros_like(image)``, which keeps a subclass
+and the input's memory layout: only a plain C-ordered ndarray of real numbers is served (a Fortran
+ordered or complex image goes to spaCR). ``estimate_read_locations``' order of sums is NumPy's on a
+C-ordered float32 stack, which the registry repeats: a stack whose float32 form is not C-ordered goes
+to spaCR, and so does one with no cycles or channels (spaCR's NumPy warns there, and the warnings
+are spaCR's to give).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import ops
+from ..dispatch._registry import REGISTRY
+from ._served_points import Refused
+
+__all__ = ["estimate_read_locations", "translate"]
+
+
+def _backend() -> str:
+    return REGISTRY.last_backend() or "core"
+
+
+def translate(image: Any, dy: Any, dx: Any) -> tuple[Any, str]:
+    """``spacr.ops_cycles._translate``: the registry's ``translate`` of the image by ``(int(dy),
+    int(dx))``, spaCR's own conversion of the shift (a float is truncated there, as here)."""
+    if type(image) is not np.ndarray or image.dtype.kind not in "biuf":
+        raise Refused("not a plain ndarray of real numbers (zeros_like keeps a subclass or a complex dtype)")
+    if image.ndim < 2:
+        raise Refused("an image without two field axes")
+    if not image.flags.c_contiguous:
+        raise Refused("an image not in C order (spaCR's zeros_like keeps its layout)")
+    try:
+        rows, columns = int(dy), int(dx)
+    except (TypeError, ValueError, OverflowError):
+        raise Refused(f"a shift int() cannot read ({dy!r}, {dx!r})") from None
+    return ops.translate(image, (rows, columns)), _backend()
+
+
+def estimate_read_locations(stack: Any) -> tuple[Any, str]:
+    """``spacr.ops_sbs.estimate_read_locations``: the registry's ``spot_score`` of the float32 stack."""
+    try:
+        with np.errstate(over="ignore"):
+            array = np.asarray(stack, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise Refused("a stack NumPy cannot read as float32") from None
+    if array.ndim != 4:
+        raise Refused("a stack that is not (cycles, channels, Y, X)")
+    if not array.flags.c_contiguous:
+        raise Refused("a stack not in C order (NumPy may sum its cycles in another order)")
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise Refused("no cycles or no channels (spaCR's NumPy warns and answers NaN)")
+    return ops.spot_score(array), _backend()
