@@ -280,6 +280,8 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
 
     return _dask_decode.phase_correlate(first, second, expected=expected, tolerance=tolerance,
                                         min_peak_ratio=min_peak_ratio, gpu=gpu, backend=backend)
+
+
 def translate(stack: Any, shifts: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
     """Each field moved by whole pixels, zeros where nothing moved in: exactly
     :func:`spacr_accel_core.ops.translate` on the whole stack, for every chunking.
@@ -302,7 +304,6 @@ def translate(stack: Any, shifts: Any, *, gpu: bool = True, backend: str | None 
     return _dask_planes.translate(stack, shifts, gpu=gpu, backend=backend)
 
 
-
 def spot_score(stack: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
     """The read score of a chunked ``(cycles, channels, Y, X)`` stack: exactly
     :func:`spacr_accel_core.ops.spot_score` on the whole stack, for every chunking of the rows and
@@ -318,7 +319,6 @@ def spot_score(stack: Any, *, gpu: bool = True, backend: str | None = None) -> d
     from . import _dask_planes
 
     return _dask_planes.spot_score(stack, gpu=gpu, backend=backend)
-
 
 
 def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 10.0, tie: Any = 1.0,

@@ -117,13 +117,26 @@ def spacr_accel_translate(stack: np.ndarray, shifts: np.ndarray) -> np.ndarray:
     return translate(stack, shifts)
 
 
-
 @hookimpl
 def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
     from ._planes import spot_score
 
     return spot_score(stack)
 
+
+@hookimpl
+def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
+                                tie: float) -> tuple[np.ndarray, np.ndarray]:
+    from ._points import attribute_reads
+
+    return attribute_reads(peaks, centroids, radius, footprint, tie)
+
+
+@hookimpl
+def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
+    from ._points import count_within
+
+    return count_within(moved, target, limit)
 
 
 # ---- the levels family (percentiles, clip and scale) -------------------------------------------
@@ -142,18 +155,3 @@ def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.nda
     from ._levels import rescale_fields
 
     return rescale_fields(stack, scale, low, high)
-
-@hookimpl
-def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
-                                tie: float) -> tuple[np.ndarray, np.ndarray]:
-    from ._points import attribute_reads
-
-    return attribute_reads(peaks, centroids, radius, footprint, tie)
-
-
-@hookimpl
-def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
-    from ._points import count_within
-
-    return count_within(moved, target, limit)
-

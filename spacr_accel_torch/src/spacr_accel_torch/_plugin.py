@@ -159,6 +159,7 @@ def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
 
     return _run("phase_correlate", phase_correlate, first, second, pairing)
 
+
 @hookimpl
 def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
                                 tie: float) -> tuple[np.ndarray, np.ndarray]:
@@ -172,6 +173,20 @@ def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float
     from ._points import count_within
 
     return _run("count_within", count_within, moved, target, limit)
+
+
+@hookimpl
+def spacr_accel_translate(stack: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    from ._planes import translate
+
+    return _run("translate", translate, stack, shifts)
+
+
+@hookimpl
+def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
+    from ._planes import spot_score
+
+    return _run("spot_score", spot_score, stack)
 
 
 # ---- the levels family (percentiles, clip and scale) -------------------------------------------
@@ -190,19 +205,3 @@ def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.nda
     from ._levels import rescale_fields
 
     return _run("rescale_fields", rescale_fields, stack, scale, low, high)
-
-
-@hookimpl
-def spacr_accel_translate(stack: np.ndarray, shifts: np.ndarray) -> np.ndarray:
-    from ._planes import translate
-
-    return _run("translate", translate, stack, shifts)
-
-
-
-@hookimpl
-def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
-    from ._planes import spot_score
-
-    return _run("spot_score", spot_score, stack)
-

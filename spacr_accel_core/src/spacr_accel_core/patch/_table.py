@@ -96,9 +96,9 @@ SPACR_1_5 = SeamTable(
         Seam("spacr.ops_sbs", "attribute_reads", "attribute_reads", ("original",)),
         Seam("spacr.ops_phenotype", "seed_by_scaled_pairs", "seed_by_scaled_pairs", ("original",)),
         Seam("spacr.ops_cycles", "_translate", "translate"),
-        Seam("spacr.ops_sbs", "estimate_read_locations", "spot_score"),
         Seam("spacr.ops_cycles", "_clipped", "clipped", ("original",)),
         Seam("spacr.ops_cycles", "sbs_mean_target", "sbs_mean_target"),
+        Seam("spacr.ops_sbs", "estimate_read_locations", "spot_score"),
     ),
     scoped=(
         Scoped("spacr.ops_engine", ("_decode_field",), ("gaussian_laplace", "minimum_filter")),

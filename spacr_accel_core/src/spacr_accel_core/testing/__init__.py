@@ -50,8 +50,8 @@ from .. import BackendDeclined, PluginFault, PluginStatus, last_dispatch, ops, p
 from ..contract._errors import describe
 from ..operations._operations import OPERATIONS
 from ._decode import DecodeConformance
-from ._levels import LevelsConformance
 from ._filters import FilterConformance
+from ._levels import LevelsConformance
 from ._planes import PlanesConformance
 from ._points import PointsConformance
 from ._references import assert_same_field, reference_matmul, reference_maximum_filter, reference_nearest
