@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 PROG = "spacr-accel"
 
@@ -75,6 +76,24 @@ class _Formatter(argparse.HelpFormatter):
 _VERBOSE_HELP = "log to stderr: -v INFO, -vv DEBUG (which backend ran, and why others declined)"
 
 
+def _warm_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``warm`` subcommand's arguments."""
+    warm: argparse.ArgumentParser = commands.add_parser(
+        "warm",
+        allow_abbrev=False,
+        formatter_class=_Formatter,
+        help="compile every installed backend's kernels now, so that no later process waits for them",
+        description="Compile (or load from the cache) every kernel of every installed backend that "
+                    "builds them lazily, with a progress bar on stderr, and say what was already "
+                    "cached. Idempotent. Exits 1 when a backend is not ready within the timeout.",
+        epilog=f"The --json keys are documented at {DOCS_URL}",
+    )
+    warm.add_argument("--json", action="store_true", help="machine-readable output, no progress bar")
+    warm.add_argument("--timeout", type=float, metavar="SECONDS", default=1800.0,
+                      help="seconds each backend may take (default 1800)")
+    return warm
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, separate from :func:`main` so the docs and tests can inspect it.
 
@@ -82,8 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     break the day another option starting with those letters is added.
 
     :returns: a parser whose ``command`` attribute names the subcommand and whose
-        ``command_parser`` is that subcommand's own parser (for its usage errors).
-    """
+        ``command_parser`` is that subcommand's own parser (for its usage errors)."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="spaCR's accelerator layer: what this machine can run, and how fast.",
@@ -125,19 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="benchmark only this backend (repeatable); NumPy always runs as the reference")
     bench.add_argument("--repeat", type=_at_least_one, metavar="N", default=None,
                        help="timed runs per backend after a warm-up, best kept (default 5, 3 with --quick)")
-    warm = commands.add_parser(
-        "warm",
-        allow_abbrev=False,
-        formatter_class=_Formatter,
-        help="compile every installed backend's kernels now, so that no later process waits for them",
-        description="Compile (or load from the cache) every kernel of every installed backend that "
-                    "builds them lazily, with a progress bar on stderr, and say what was already "
-                    "cached. Idempotent. Exits 1 when a backend is not ready within the timeout.",
-        epilog=f"The --json keys are documented at {DOCS_URL}",
-    )
-    warm.add_argument("--json", action="store_true", help="machine-readable output, no progress bar")
-    warm.add_argument("--timeout", type=float, metavar="SECONDS", default=1800.0,
-                      help="seconds each backend may take (default 1800)")
+    warm = _warm_parser(commands)
     # ``run`` is parsed by the patch's runner (main() hands it over first): listed here for --help
     commands.add_parser("run", add_help=False,
                         help="run a Python program with spaCR patched onto the registry (spacr-accel run --help)")

@@ -47,8 +47,10 @@ def translate(stack: Any, shifts: Any, *, gpu: bool = True, backend: str | None 
     _known(array, "stack", tuple(range(array.ndim)))
     moves = translation_shifts(shifts, array.shape[:-2], *array.shape[-2:])
     array = _sole_chunk(_sole_chunk(array, array.ndim - 2), array.ndim - 1)
-    return da.map_blocks(_translate_block, array, dtype=array.dtype, meta=np.empty((0,) * array.ndim, array.dtype),
-                         token="spacr_accel-translate", shifts=moves, gpu=gpu, backend=backend)
+    moved: da.Array = da.map_blocks(_translate_block, array, dtype=array.dtype,
+                                    meta=np.empty((0,) * array.ndim, array.dtype), token="spacr_accel-translate",
+                                    shifts=moves, gpu=gpu, backend=backend)
+    return moved
 
 
 def _score_block(block: np.ndarray, single: bool, gpu: bool, backend: str | None) -> np.ndarray:
@@ -70,5 +72,6 @@ def spot_score(stack: Any, *, gpu: bool = True, backend: str | None = None) -> d
     _known(array, "stack", tuple(range(array.ndim)))
     array = _sole_chunk(_sole_chunk(array, 0), 1)
     single = array.shape[2] * array.shape[3] == 1
-    return da.map_blocks(_score_block, array, drop_axis=(0, 1), dtype=_F32, meta=np.empty((0, 0), _F32),
-                         token="spacr_accel-spot_score", single=single, gpu=gpu, backend=backend)
+    score: da.Array = da.map_blocks(_score_block, array, drop_axis=(0, 1), dtype=_F32, meta=np.empty((0, 0), _F32),
+                                    token="spacr_accel-spot_score", single=single, gpu=gpu, backend=backend)
+    return score

@@ -1,51 +1,46 @@
 """Plain, obviously correct answers for every operation: what every fast one must equal.
 
-Each operation's table entry names its definition here (``reference=``): the conformance suite's
-small case and the bench compare the backends with it.
+Each operation's table entry names its definition here (``reference=``): the conformance suite's small case and the
+bench compare the backends with it. WHY A SEPARATE, SLOW MODULE. A fast exact search is a nominator plus a settling
+step, a grid, a tree, a fused kernel: each is a place to be subtly wrong (a tie at the k-th place dropped, a window
+crossing two fields of a stack, a distance bound rounded the wrong way). The functions here compare every pair and
+every window, in bounded row blocks, with nothing cleverer than a stable sort, so a reader can check them against
+the definitions below line by line, and the fast functions are tested against them. They share no code with the
+backends (:mod:`spacr_accel_core.exact` included): a reference that shared their code would share their bugs. The
+definitions:
 
-WHY A SEPARATE, SLOW MODULE. A fast exact search is a nominator plus a settling step, a grid, a
-tree, a fused kernel: each is a place to be subtly wrong (a tie at the k-th place dropped, a window
-crossing two fields of a stack, a distance bound rounded the wrong way). The functions here compare
-every pair and every window, in bounded row blocks, with nothing cleverer than a stable sort, so a
-reader can check them against the definitions below line by line, and the fast functions are tested
-against them. They share no code with the backends (:mod:`spacr_accel_core.exact` included): a
-reference that shared their code would share their bugs.
-
-THE DEFINITIONS.
-
-- Euclidean "nearer": the float64 sum, coordinate by coordinate in order, of the squared differences
-  of the float32 coordinates; among equal sums the lower target index. The distance returned is that
-  sum's square root rounded to float32.
-- Hamming "nearer": the count of differing bits of two rows of packed bits (``uint8``), an exact
-  integer, returned as float32; among equal counts the lower index.
-- ``k`` nearest: the first ``k`` targets in that order, nearest first. A neighbour whose returned
-  distance is greater than ``max_distance``, or that does not exist because there are fewer than
-  ``k`` targets, is index ``-1`` with distance ``inf``; such entries are always the last of a row.
-- A local maximum of a field: a pixel equal to the maximum of its ``size`` x ``size`` window
-  (even sizes raised to the next odd, the field's edge repeated beyond its border, a window holding
-  a NaN has a NaN maximum, windows never crossing from one 2-D field of a stack into another), and
-  greater than ``threshold`` when one is given. A NaN is never a maximum: it equals nothing.
-- The window maxima of a stack at points: for each ``(y, x)`` and each field, the maximum of the
-  pixels ``[y - r, y + r] x [x - r, x + r]`` that lie inside the field (``r = size // 2`` after
-  even sizes are raised to odd), NaN when one of them is NaN, ``+0.0`` for a maximum of zero.
-- A phase correlation of two 2-D fields (spaCR's definition): the float64 real FFTs ``A`` and
-  ``B``; ``A * conj(B)`` divided by its magnitude where that is non-zero, else 0; the zero
-  frequency 0; the inverse real FFT at the field's shape. The peak is the first maximum in
-  row-major order, the ratio the peak over the mean absolute surface (0 for a zero mean); each
-  coordinate of the peak is folded to its representative nearest the expected shift (halfway: an
-  even number of periods away). Accepted: within ``tolerance`` of the expected shift when one is
-  given, else a ratio of at least ``min_peak_ratio`` with the peak not at the origin. A field
-  with no variation has a zero surface (peak at the origin, ratio 0) and is never accepted.
-- A mutual pair ``(i, j)``: ``j`` is the nearest of ``first[i]`` in ``second``, ``i`` the nearest of
-  ``second[j]`` in ``first``, each within ``max_distance``.
-- The Gaussian filters: SciPy's ``gaussian_filter`` and ``gaussian_laplace`` of the float32 field
-  over its last two axes: per axis (rows first) a 1-D correlation with SciPy's kernel summed in
-  float64 (the centre term, then each mirrored pair from the outermost in) and rounded to float32;
-  an axis whose sigma is at most ``1e-15`` left as it is. The Laplacian is the float32 sum of the
-  second derivative along the rows and the second derivative along the columns.
-- The minimum and maximum filters: the extreme of every ``size`` x ``size`` window, the field
-  continued beyond its border by the mode (``"nearest"`` repeats the edge pixel, ``"reflect"``
-  mirrors the field with the edge pixel repeated), a window holding a NaN is NaN, a zero is ``+0.0``.
+- Euclidean "nearer": the float64 sum, coordinate by coordinate in order, of the squared differences of the float32
+  coordinates; among equal sums the lower target index. The distance returned is that sum's square root rounded to
+  float32.
+- Hamming "nearer": the count of differing bits of two rows of packed bits (``uint8``), an exact integer, returned
+  as float32; among equal counts the lower index.
+- ``k`` nearest: the first ``k`` targets in that order, nearest first. A neighbour whose returned distance is
+  greater than ``max_distance``, or that does not exist because there are fewer than ``k`` targets, is index ``-1``
+  with distance ``inf``; such entries are always the last of a row.
+- A local maximum of a field: a pixel equal to the maximum of its ``size`` x ``size`` window (even sizes raised to
+  the next odd, the field's edge repeated beyond its border, a window holding a NaN has a NaN maximum, windows never
+  crossing from one 2-D field of a stack into another), and greater than ``threshold`` when one is given. A NaN is
+  never a maximum: it equals nothing.
+- The window maxima of a stack at points: for each ``(y, x)`` and each field, the maximum of the pixels ``[y - r, y
+  + r] x [x - r, x + r]`` that lie inside the field (``r = size // 2`` after even sizes are raised to odd), NaN when
+  one of them is NaN, ``+0.0`` for a maximum of zero.
+- A phase correlation of two 2-D fields (spaCR's definition): the float64 real FFTs ``A`` and ``B``; ``A * conj(B)``
+  divided by its magnitude where that is non-zero, else 0; the zero frequency 0; the inverse real FFT at the field's
+  shape. The peak is the first maximum in row-major order, the ratio the peak over the mean absolute surface (0 for
+  a zero mean); each coordinate of the peak is folded to its representative nearest the expected shift (halfway: an
+  even number of periods away). Accepted: within ``tolerance`` of the expected shift when one is given, else a ratio
+  of at least ``min_peak_ratio`` with the peak not at the origin. A field with no variation has a zero surface (peak
+  at the origin, ratio 0) and is never accepted.
+- A mutual pair ``(i, j)``: ``j`` is the nearest of ``first[i]`` in ``second``, ``i`` the nearest of ``second[j]``
+  in ``first``, each within ``max_distance``.
+- The Gaussian filters: SciPy's ``gaussian_filter`` and ``gaussian_laplace`` of the float32 field over its last two
+  axes: per axis (rows first) a 1-D correlation with SciPy's kernel summed in float64 (the centre term, then each
+  mirrored pair from the outermost in) and rounded to float32; an axis whose sigma is at most ``1e-15`` left as it
+  is. The Laplacian is the float32 sum of the second derivative along the rows and the second derivative along the
+  columns.
+- The minimum and maximum filters: the extreme of every ``size`` x ``size`` window, the field continued beyond its
+  border by the mode (``"nearest"`` repeats the edge pixel, ``"reflect"`` mirrors the field with the edge pixel
+  repeated), a window holding a NaN is NaN, a zero is ``+0.0``.
 """
 
 from __future__ import annotations
@@ -53,6 +48,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -123,8 +119,7 @@ def _first_k(distance: np.ndarray, k: int) -> np.ndarray:
     """Per row, the columns of the ``k`` smallest distances in (distance, column) order.
 
     A STABLE sort keeps equal distances in column order, which is the tie rule; nothing else is
-    needed. Rows shorter than ``k`` give all their columns.
-    """
+    needed. Rows shorter than ``k`` give all their columns."""
     order = np.argsort(distance, axis=1, kind="stable")
     return order[:, :k]
 
@@ -132,8 +127,7 @@ def _first_k(distance: np.ndarray, k: int) -> np.ndarray:
 def _finish(index: np.ndarray, found: np.ndarray, limit: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Pad rows to ``k`` columns with ``-1``/``inf`` and drop the neighbours beyond ``limit``.
 
-    ``found`` is float32 and ``limit`` a float: the comparison is made exactly, in float64.
-    """
+    ``found`` is float32 and ``limit`` a float: the comparison is made exactly, in float64."""
     rows, have = index.shape
     out_index = np.full((rows, k), -1, dtype=np.int64)
     out_found = np.full((rows, k), np.inf, dtype=np.float32)
@@ -166,8 +160,7 @@ def k_nearest(source: object, target: object, k: int,
         a cell that left the field must not be matched to a stranger. ``None``: no limit.
     :returns: int64 ``(N, k)`` indices and float32 ``(N, k)`` distances, nearest first.
     :raises ValueError: shapes that disagree, non-finite coordinates, a negative or NaN limit.
-    :raises TypeError: ``k`` not an integer, coordinates that are not numbers.
-    """
+    :raises TypeError: ``k`` not an integer, coordinates that are not numbers."""
     count = _count(k)
     limit = _limit(max_distance)
     s = _points(source, "source")
@@ -208,8 +201,7 @@ def hamming_nearest(source: object, target: object, k: int,
     :param max_distance: neighbours with more differing bits are ``-1``/``inf``; ``None``: no limit.
     :returns: int64 ``(N, k)`` indices and float32 ``(N, k)`` bit counts (exact integers), nearest first.
     :raises TypeError: an input that is not uint8 (bits of another dtype are a different descriptor).
-    :raises ValueError: different row widths, a negative or NaN limit.
-    """
+    :raises ValueError: different row widths, a negative or NaN limit."""
     count = _count(k)
     limit = _limit(max_distance)
     s = _bits(source, "source")
@@ -234,8 +226,7 @@ def hamming_nearest(source: object, target: object, k: int,
 def _window_maximum(field: np.ndarray, size: int) -> np.ndarray:
     """The windowed maximum of one 2-D float32 field: edge padding, then the maximum of every window.
 
-    ``ndarray.max`` propagates NaN, which is the NaN rule.
-    """
+    ``ndarray.max`` propagates NaN, which is the NaN rule."""
     if size <= 1 or field.size == 0:
         return field.copy()
     radius = size // 2
@@ -269,8 +260,7 @@ def local_maxima(field: object, size: int, threshold: float | None = None) -> np
         background, where every pixel of a constant region equals its window's maximum.
     :returns: int64 ``(P, field.ndim)`` coordinates in row-major order.
     :raises ValueError: fewer than 2 dimensions, a NaN threshold.
-    :raises TypeError: a non-numeric field or size.
-    """
+    :raises TypeError: a non-numeric field or size."""
     data = np.asarray(field)
     if data.ndim < 2:
         raise ValueError(f"field must have at least 2 dimensions (..., H, W), not {data.ndim}")
@@ -302,8 +292,7 @@ def mutual_nearest(first: object, second: object, max_distance: float | None = N
     :param max_distance: the largest distance a pair may have; ``None``: no limit.
     :param metric: ``"euclidean"`` or ``"hamming"``.
     :returns: int64 ``(P, 2)`` pairs ``(i, j)``, sorted by ``i``.
-    :raises ValueError: an unknown metric (and whatever the one-way searches refuse).
-    """
+    :raises ValueError: an unknown metric (and whatever the one-way searches refuse)."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
     search = k_nearest if metric == "euclidean" else hamming_nearest
@@ -478,7 +467,6 @@ def phase_correlation(first: object, second: object, expected: tuple[int, int] =
 
 # ---- the product and the one-way search, as ops calls them ---------------------------------------
 
-
 def matmul(first: object, second: object) -> np.ndarray:
     """``first @ second`` in float64, rounded once to float32: what a float32 product approximates."""
     product: np.ndarray = np.matmul(np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64))
@@ -512,9 +500,6 @@ def phase_correlate(first: object, second: object, expected: tuple[int, int] = (
                         "reference")
 
 
-# ---- whole planes: the translation, and the spot score ------------------------------------------
-
-
 def translate(stack: object, shifts: object) -> np.ndarray:
     """Each field moved by its whole-pixel ``(dy, dx)`` (``shifts`` broadcast against the leading
     axes), pixel by pixel: ``out[..., y, x] = stack[..., y - dy, x - dx]`` where that pixel exists,
@@ -524,8 +509,7 @@ def translate(stack: object, shifts: object) -> np.ndarray:
     height, width = data.shape[-2:]
     out = np.zeros_like(data)
     for index in np.ndindex(*data.shape[:-2]):
-        dy, dx = (max(-extent, min(extent, int(value))) for value, extent in zip(moves[index], (height, width),
-                                                                                  strict=True))
+        dy, dx = (max(-e, min(e, int(v))) for v, e in zip(moves[index], (height, width), strict=True))
         for y in range(height):
             if 0 <= y - dy < height:
                 for x in range(width):
@@ -539,8 +523,6 @@ def spot_score(stack: object) -> np.ndarray:
     deviation over the cycles, then the mean over the channels (one cycle: the standard deviation
     over the channels). NumPy's float32 reductions along the first axis of a C-ordered array add
     the cycles in order, pixel by pixel (a single pixel is summed pairwise): that order is the answer."""
-    import warnings
-
     data = np.ascontiguousarray(stack, dtype=np.float32)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)  # an empty axis: NaN, as NumPy answers it

@@ -118,14 +118,16 @@ def run(timeout: float = 1800.0, stream: TextIO | None = None, tty: bool = False
         seconds, state, note}]}``; ``ok`` when every backend is ready.
     """
     if warm is None:
-        from .. import warm_up as warm
+        from .. import warm_up
+        warm = warm_up
+    build_all: Callable[..., dict[str, bool]] = warm
     before = states()
     began = time.monotonic()
     outcome: dict[str, Any] = {}
 
     def build() -> None:
         try:
-            outcome["ready"] = warm(timeout=timeout)
+            outcome["ready"] = build_all(timeout=timeout)
         except Exception as exc:  # reported per backend below, never a traceback
             outcome["error"] = describe(exc)
 

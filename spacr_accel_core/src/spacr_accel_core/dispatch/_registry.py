@@ -4,7 +4,6 @@ WHY A SNAPSHOT. Discovery (reading entry points, importing plugins, reading what
 happens once per process under a lock and produces a :class:`_Snapshot`; a dispatch only reads
 the current snapshot and a small per-(operation, gpu, restriction) order cache, so the per-tile
 call the ops are made for costs microseconds, not an import attempt.
-
 WHY LAZY. Whether a plugin can run here now (``spacr_accel_backend_info``) is asked the first time
 it is next in line, not at discovery: a process whose first op never reaches torch never imports
 torch to learn there is no GPU. Each question is bounded like a probe: a plugin that never
@@ -50,7 +49,6 @@ from ._settings import known as _known
 logger = logging.getLogger(__name__)
 
 _debug_enabled = logger.isEnabledFor  # bound once: checked on every dispatch
-
 _EXPECTED_DECLINES = (BackendUnavailable, BackendDeclined, BackendOutOfMemory)
 
 _override = config._context  # the configuration in force for this context (None: the environment's)
@@ -69,8 +67,7 @@ class _LastCall(threading.local):
     """Per-thread record of the last dispatch, kept raw so recording it costs nanoseconds."""
 
     call: tuple[str, str, list[tuple[str, str]], tuple[tuple[str, str], ...], list[str]] | None = None
-    """(operation, served by, declined on the way, passed over without a call, of those declined the
-    ones still building: :class:`BackendWarming`)."""
+    """(operation, served by, declined, passed over uncalled, declined as still building)."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +106,7 @@ class Registry:
 
     :param discover: read the ``spacr_accel`` entry points. ``False`` gives an empty registry
         that only sees plugins passed to :meth:`register` (how the fault-injection tests
-        isolate themselves from what is installed).
-    """
+        isolate themselves from what is installed)."""
 
     def __init__(self, *, discover: bool = True) -> None:
         self._discover_entry_points = discover
@@ -160,8 +156,7 @@ class Registry:
 
         For plugins installed after the first call, and for a changed ``SPACR_ACCEL_*``
         environment. Run-time faults and time-outs are forgotten too: a re-installed plugin, or
-        one that was only slow, gets a new chance.
-        """
+        one that was only slow, gets a new chance."""
         with self._lock:
             self._snapshot = None
             self._faults.clear()
@@ -171,8 +166,7 @@ class Registry:
         """Add an in-process plugin (a module or object holding hookimpls) under ``name``.
 
         For embedding applications and tests; installed plugins arrive through entry points.
-        A name already taken by an entry point is replaced by this plugin.
-        """
+        A name already taken by an entry point is replaced by this plugin."""
         with self._lock:
             self._in_process[name] = plugin
             self._snapshot = None
@@ -220,8 +214,7 @@ class Registry:
         """Ask every named plugin that has not answered yet, side by side, under one bound.
 
         One question per plugin is ever in flight: a thread that needs a plugin another thread is
-        already asking waits for that answer (within its own bound) instead of asking again.
-        """
+        already asking waits for that answer (within its own bound) instead of asking again."""
         waiting = [n for n in names if not snapshot.plugins[n].asked]
         if not waiting:
             return
@@ -275,8 +268,7 @@ class Registry:
     def plugins(self) -> tuple[PluginStatus, ...]:
         """Every plugin seen, best first, with status and reason (what the doctor prints).
 
-        Asks every plugin that has not yet said whether it can run here (bounded, together).
-        """
+        Asks every plugin that has not yet said whether it can run here (bounded, together)."""
         snapshot = self._state()
         self._ranked(snapshot)
         self._ask_all(snapshot, list(snapshot.plugins))
@@ -332,8 +324,7 @@ class Registry:
         """Usable backend names, best first, under the order in force; the floor last.
 
         Asks each candidate that has not yet said whether it can run here (``gpu=False`` never
-        asks an accelerated one).
-        """
+        asks an accelerated one)."""
         snapshot = self._state()
         settings = self._settings(snapshot, self._checked_override(snapshot))
         restriction = settings.order_for(operation) if operation is not None else settings.backends
@@ -379,15 +370,12 @@ class Registry:
         return Dispatch(operation, served, (*declined, *above), tuple(waiting))
 
     def last_backend(self) -> str | None:
-        """Only the name of the backend that served the last call on this thread: what the patch
-        counts per served call, without building :meth:`last_dispatch`'s record (a sort of the
-        plugins passed over, ten microseconds)."""
+        """:meth:`last_dispatch`'s backend alone, without building its record (ten microseconds)."""
         call = self._last.call
         return None if call is None else call[1]
 
     def last_waiting(self) -> tuple[str, ...]:
-        """Only the backends the last call on this thread was served without because they were
-        still building (:attr:`Dispatch.waiting`), as cheaply as :meth:`last_backend`."""
+        """:attr:`Dispatch.waiting` of the last call alone, as cheaply as :meth:`last_backend`."""
         call = self._last.call
         return () if call is None or not call[4] else tuple(call[4])
 
@@ -398,8 +386,7 @@ class Registry:
         (operation, gpu[, override in force]).
 
         Built under the lock so that an order computed just before a fault cleared the cache
-        cannot be stored after it and bring the quarantined plugin back.
-        """
+        cannot be stored after it and bring the quarantined plugin back."""
         override = self._checked_override(snapshot)
         key = (operation, gpu) if override is None else (operation, gpu, override)
         ranked = self._ranked(snapshot)
@@ -512,8 +499,7 @@ class Registry:
 
         A ``RuntimeError`` is "not me, not now" (DEBUG for the expected kinds, INFO otherwise); a
         ``MemoryError`` is memory that may fit later (warned once: the backend should translate
-        it); anything else, ``SystemExit`` included, is a fault that quarantines the backend.
-        """
+        it); anything else, ``SystemExit`` included, is a fault that quarantines the backend."""
         what = _describe(exc)
         if isinstance(exc, _EXPECTED_DECLINES):
             logger.debug("%s: backend %r declined: %s", operation, plugin, what)
@@ -578,8 +564,7 @@ class Registry:
 
         A forced call names the one backend the caller wants (a benchmark, a test, a site that
         trusts it); declining it because its kernels are still compiling in the background would
-        fail every fresh process, so the call waits for them, bounded like a probe.
-        """
+        fail every fresh process, so the call waits for them, bounded like a probe."""
         hooks = {h.plugin_name: h for h in snapshot.manager.hook.spacr_accel_warm_up.get_hookimpls()}
         hook = hooks.get(backend)
         if hook is None:

@@ -46,9 +46,9 @@ def spacr_score(stack: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         array = np.asarray(stack, dtype=np.float32)  # a float64 beyond float32's range: inf, quietly
-        if array.shape[0] == 1:
-            return array[0].std(axis=0).astype(np.float32, copy=False)
-        return array.std(axis=0).mean(axis=0).astype(np.float32, copy=False)
+        score: np.ndarray = (array[0].std(axis=0) if array.shape[0] == 1
+                             else array.std(axis=0).mean(axis=0)).astype(np.float32, copy=False)
+        return score
 
 
 def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
