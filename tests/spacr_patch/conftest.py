@@ -39,3 +39,13 @@ def served_only() -> Iterator[None]:
     finally:
         patch.uninstall()
         patch.reset()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_backends() -> None:
+    """The compiled backends ready before the first test: while numba compiles, the patch hands
+    the Gaussian seams to spaCR's own SciPy calls (the floor would be no faster), and these tests
+    check what the seams serve once it is ready."""
+    import spacr_accel_core
+
+    spacr_accel_core.warm_up(timeout=900)

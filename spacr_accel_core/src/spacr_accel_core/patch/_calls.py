@@ -149,9 +149,10 @@ def make_wrapper(tally: Tally, modes: Modes) -> Callable[..., Callable[..., Any]
             if modes.strict:
                 raise PatchMismatch(f"{seam}({_describe(args, kwargs)}) could not be served: {reason}")
             LOG.debug("spacr-accel patch: %s passed to spaCR's own: %s", seam, reason)
-            answer = original(*args, **kwargs)
-            tally.passed(seam, reason, time.perf_counter() - started)
-            return answer
+            try:
+                return original(*args, **kwargs)
+            finally:  # counted even when spaCR refuses its own bad input
+                tally.passed(seam, reason, time.perf_counter() - started)
 
         functools.update_wrapper(patched, original)
         return patched
