@@ -83,6 +83,10 @@ def rescale_fields(compiled: ModuleType, stack: np.ndarray, scale: np.ndarray, l
     if (stack.dtype, low.dtype) not in _RESCALED:
         raise BackendDeclined(f"numba rescales float32 or float64 fields into float32 or float64, not "
                               f"{stack.dtype} into {low.dtype}")
+    if np.isinf(low).any() or np.isinf(high).any() or not np.isfinite(scale).all():
+        # an infinite bound or scale meets an infinite pixel in inf - inf, which the compiled
+        # clip does not order as NumPy's does: the floor's np.clip answers
+        raise BackendDeclined("numba rescales with finite bounds and scales only")
     fields, count = stack.shape[0], stack.shape[1] * stack.shape[2]
     source = np.ascontiguousarray(stack).reshape(fields, count)
     out = np.empty((fields, count), dtype=low.dtype)
