@@ -93,3 +93,41 @@ class SlowToDescribe:
 def slow_to_describe() -> type[SlowToDescribe]:
     """The :class:`SlowToDescribe` class (a conftest cannot be imported under importlib mode)."""
     return SlowToDescribe
+
+
+@pytest.fixture(scope="session")
+def compiled_backends() -> None:
+    """The compiled backends ready (or given up on): while numba compiles, the spaCR patch hands the
+    Gaussian seams to SciPy, and the tests of what the seams serve need it ready."""
+    spacr_accel_core.warm_up(timeout=900)
+
+
+@pytest.fixture
+def patched() -> Iterator[None]:
+    """spaCR patched, with the check mode on (every served call compared with spaCR's own), for
+    one test; unpatched and counted afresh after it. Only for folders that skip without spaCR."""
+    from spacr_accel_core import patch
+
+    patch.reset()
+    assert patch.install(check=True)
+    try:
+        yield
+    finally:
+        patch.uninstall()
+        patch.install()  # modes back to their defaults ...
+        patch.uninstall()  # ... and spaCR as it was
+        patch.reset()
+
+
+@pytest.fixture
+def served_only() -> Iterator[None]:
+    """spaCR patched without the check mode, what a user's run does; counted afresh before and after."""
+    from spacr_accel_core import patch
+
+    patch.reset()
+    assert patch.install()
+    try:
+        yield
+    finally:
+        patch.uninstall()
+        patch.reset()

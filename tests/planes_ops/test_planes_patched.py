@@ -4,27 +4,12 @@ and passed through for what the registry does not repeat."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
 pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
 
 from spacr_accel_core import patch  # after the skip: these tests need spaCR
-
-
-@pytest.fixture
-def patched() -> Iterator[None]:
-    patch.reset()
-    assert patch.install(check=True)
-    try:
-        yield
-    finally:
-        patch.uninstall()
-        patch.install()
-        patch.uninstall()
-        patch.reset()
 
 
 def _seam(name: str) -> tuple[dict[str, int], dict[str, int]]:

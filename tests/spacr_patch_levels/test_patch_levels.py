@@ -43,7 +43,7 @@ def _channels(rng: np.random.Generator, count: int = 4, shape: tuple[int, int] =
     return planes
 
 
-def test_clipped_and_the_target_are_spacrs_bits(levels_patched: None) -> None:
+def test_clipped_and_the_target_are_spacrs_bits(served_only: None) -> None:
     import spacr.ops_cycles as cycles
 
     own_clipped, own_target = original_of(cycles._clipped), original_of(cycles.sbs_mean_target)
@@ -67,7 +67,7 @@ def test_clipped_and_the_target_are_spacrs_bits(levels_patched: None) -> None:
     assert served_clipped == 24 and served_target >= 20
 
 
-def test_the_channel_alignment_of_a_field_is_spacrs(levels_patched: None) -> None:
+def test_the_channel_alignment_of_a_field_is_spacrs(served_only: None) -> None:
     """align_field end to end (both seams and the registrations between them): the same stack and shifts."""
     import spacr.ops_cycles as cycles
 
@@ -87,7 +87,7 @@ def test_the_channel_alignment_of_a_field_is_spacrs(levels_patched: None) -> Non
     [np.ones((2, 4, 4), np.float32)],
     [np.ones((0, 4), np.float32)],
 ])
-def test_what_spacr_raises_or_reads_otherwise_is_left_to_it(levels_patched: None, planes: list[np.ndarray]) -> None:
+def test_what_spacr_raises_or_reads_otherwise_is_left_to_it(served_only: None, planes: list[np.ndarray]) -> None:
     import spacr.ops_cycles as cycles
 
     own = original_of(cycles.sbs_mean_target)
@@ -101,7 +101,7 @@ def test_what_spacr_raises_or_reads_otherwise_is_left_to_it(levels_patched: None
     assert _counts(TARGET)[0] == 0
 
 
-def test_a_percentile_spacr_would_refuse_is_left_to_it(levels_patched: None) -> None:
+def test_a_percentile_spacr_would_refuse_is_left_to_it(served_only: None) -> None:
     import spacr.ops_cycles as cycles
 
     planes = _channels(np.random.default_rng(2), 2, (16, 16))

@@ -37,7 +37,7 @@ def _same(got: object, expected: object) -> None:
     assert found is None, found
 
 
-def test_the_seed_of_an_anchor_field_is_spacrs_to_the_bit(points_patched: None) -> None:
+def test_the_seed_of_an_anchor_field_is_spacrs_to_the_bit(served_only: None) -> None:
     """600 phenotype nuclei against 2,678 sequencing nuclei, the scale known: spaCR's full search."""
     from spacr import ops_phenotype
 
@@ -56,7 +56,7 @@ def test_the_seed_of_an_anchor_field_is_spacrs_to_the_bit(points_patched: None) 
     {"seed": 9, "trials": 200, "max_rotation": 180.0, "tolerance": 0.2},
     {"seed": 2, "trials": 1},
 ])
-def test_small_searches_are_spacrs(points_patched: None, options: dict[str, Any]) -> None:
+def test_small_searches_are_spacrs(served_only: None, options: dict[str, Any]) -> None:
     from spacr import ops_phenotype
 
     field = anchor_field(sources=120, targets=400, degrees=-3.0, seed=options["seed"])
@@ -66,7 +66,7 @@ def test_small_searches_are_spacrs(points_patched: None, options: dict[str, Any]
     assert _served(SEED) == 1
 
 
-def test_no_candidate_and_lattice_ties_are_spacrs(points_patched: None) -> None:
+def test_no_candidate_and_lattice_ties_are_spacrs(served_only: None) -> None:
     """A lattice (every separation repeated, scores tied: the first best must win) and a search
     where no pair passes (spaCR's None)."""
     from spacr import ops_phenotype
@@ -79,7 +79,7 @@ def test_no_candidate_and_lattice_ties_are_spacrs(points_patched: None) -> None:
     assert ops_phenotype.seed_by_scaled_pairs(grid[:5], grid * 100, 1.0, trials=300) is None
 
 
-def test_the_alignment_of_an_anchor_field_is_spacrs(points_patched: None) -> None:
+def test_the_alignment_of_an_anchor_field_is_spacrs(served_only: None) -> None:
     """align_phenotype_to_sbs reaches the seam through its module's global, looked up per call."""
     from spacr import ops_phenotype
 
@@ -102,7 +102,7 @@ def test_the_alignment_of_an_anchor_field_is_spacrs(points_patched: None) -> Non
     ((np.ones((5, 2)), np.zeros((9, 2)), -0.5), {}, "not positive"),
     ((np.ones((5, 2)), np.zeros((9, 2)), 0.5), {"tolerance": -0.1}, "negative radius or tolerance"),
 ])
-def test_what_the_seed_seam_leaves_to_spacr(points_patched: None, args: tuple[Any, ...], options: dict[str, Any],
+def test_what_the_seed_seam_leaves_to_spacr(served_only: None, args: tuple[Any, ...], options: dict[str, Any],
                                            reason: str) -> None:
     from spacr import ops_phenotype
 
@@ -118,7 +118,7 @@ def test_what_the_seed_seam_leaves_to_spacr(points_patched: None, args: tuple[An
     assert _served(SEED) == 0 and any(reason in why for why in _passed(SEED)), _passed(SEED)
 
 
-def test_read_attribution_is_spacrs(points_patched: None) -> None:
+def test_read_attribution_is_spacrs(served_only: None) -> None:
     from spacr import ops_sbs
 
     rng = np.random.default_rng(8)
@@ -139,7 +139,7 @@ def test_read_attribution_is_spacrs(points_patched: None) -> None:
     ((np.zeros((3, 2)), np.zeros((2, 2)), [1.0, 2.0]), {"footprint": -1.0}, "negative"),
     ((np.zeros((3, 2)), np.zeros((2, 2)), [1.0, 2.0]), {"tie": np.float32(1.0)}, "tie="),
 ])
-def test_what_the_attribution_seam_leaves_to_spacr(points_patched: None, args: tuple[Any, ...],
+def test_what_the_attribution_seam_leaves_to_spacr(served_only: None, args: tuple[Any, ...],
                                                   options: dict[str, Any], reason: str) -> None:
     from spacr import ops_sbs
 
@@ -155,7 +155,7 @@ def test_what_the_attribution_seam_leaves_to_spacr(points_patched: None, args: t
     assert _served(ATTRIBUTE) == 0 and any(reason in why for why in _passed(ATTRIBUTE)), _passed(ATTRIBUTE)
 
 
-def test_the_decode_of_a_field_attributes_through_the_seam(points_patched: None) -> None:
+def test_the_decode_of_a_field_attributes_through_the_seam(served_only: None) -> None:
     """spaCR's engine imports attribute_reads inside the function: the patched name is the one it gets."""
     from spacr import ops_engine, ops_sbs
 
@@ -165,7 +165,7 @@ def test_the_decode_of_a_field_attributes_through_the_seam(points_patched: None)
 
 
 @pytest.mark.parametrize("draw", range(12))
-def test_drawn_searches_are_spacrs(points_patched: None, draw: int) -> None:
+def test_drawn_searches_are_spacrs(served_only: None, draw: int) -> None:
     """Drawn fields (sizes, magnifications, rotations past the bound, noise, outliers) and drawn
     options: the same seed transform, or the same None, to the bit."""
     from spacr import ops_phenotype
