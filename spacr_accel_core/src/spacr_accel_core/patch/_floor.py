@@ -20,11 +20,7 @@ from .. import config
 from ..contract._errors import BackendWarming, NoBackendError
 from ..dispatch._registry import REGISTRY
 
-__all__ = ["FLOOR_LOSES", "above_floor"]
-
-FLOOR_LOSES = frozenset({"gaussian_laplace", "gaussian_filter"})
-"""The operations whose floor is no faster than spaCR's own (SciPy's) on spaCR's inputs."""
-
+__all__ = ["above_floor"]
 
 @contextmanager
 def above_floor(operation: str, refuse: type[Exception], gpu: bool = True) -> Iterator[None]:
