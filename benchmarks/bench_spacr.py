@@ -28,7 +28,10 @@ difference is what the patch adds to a served call (the argument reading, the ta
 pass-through checks).
 
 Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
-Run: ``python benchmarks/bench_spacr.py [--quick] [--repeat 1] [--only decode|align] [--overhead]``.
+``--cold`` gives each run a fresh, empty kernel cache folder and no warm-up: what the first process
+after an install sees, while numba compiles in the background.
+
+Run: ``python benchmarks/bench_spacr.py [--quick] [--cold] [--repeat 1] [--only decode|align] [--overhead]``.
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ STEPS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 """The spaCR functions each case is timed through, as ``(module, name)`` under ``spacr``."""
+
+
+_COLD = False
+"""``--cold``: no warm-up anywhere, so the patched process computes while its kernels compile."""
 
 
 def _env() -> dict[str, str]:
@@ -144,7 +151,8 @@ def child(case: str, mode: str, quick: bool, out: Path) -> None:
         if not patch.install():
             raise SystemExit("the patch found no spaCR it knows; nothing to compare")
         start = time.perf_counter()
-        spacr_accel_core.warm_up(timeout=900)
+        if not _COLD:
+            spacr_accel_core.warm_up(timeout=900)
         warm = time.perf_counter() - start
     run, kept = (_decode if case == "decode" else _align)(quick)
     steps = _timed_steps(case)
@@ -164,6 +172,7 @@ def child(case: str, mode: str, quick: bool, out: Path) -> None:
 def _run_child(case: str, mode: str, quick: bool, folder: Path) -> dict[str, Any]:
     out = folder / f"{case}-{mode}.pickle"
     command = [sys.executable, __file__, "--child", case, mode, str(out)] + (["--quick"] if quick else [])
+    command += ["--cold"] if _COLD else []
     subprocess.run(command, env=_env(), check=True, timeout=3600)
     with out.open("rb") as source:
         answer: dict[str, Any] = pickle.load(source)  # our own child's file, just written
@@ -251,8 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="pairs of fresh processes per case (median)")
     parser.add_argument("--only", choices=tuple(STEPS), help="one case")
     parser.add_argument("--overhead", action="store_true", help="only the per-call cost of a served seam")
+    parser.add_argument("--cold", action="store_true",
+                        help="a fresh, empty kernel cache and no warm-up: the first process after an install")
     parser.add_argument("--child", nargs=3, metavar=("CASE", "MODE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global _COLD  # noqa: PLW0603  # one switch a script reads in the parent and in each child
+    _COLD = args.cold
     if args.child:
         case, mode, out = args.child
         child(case, mode, args.quick, Path(out))
@@ -265,10 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.overhead:
         overhead()
         return 0
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; "
-          "each run a fresh process; warming the kernel cache first")
-    subprocess.run([sys.executable, "-c", "import spacr_accel_core as s; s.warm_up(timeout=900)"],
-                   env=_env(), check=True, timeout=1800)
+    if args.cold:
+        os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-spacr-cache-")
+        print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; each run a fresh "
+              f"process; a fresh kernel cache ({os.environ['NUMBA_CACHE_DIR']}) and no warm-up")
+    else:
+        print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; "
+              "each run a fresh process; warming the kernel cache first")
+        subprocess.run([sys.executable, "-c", "import spacr_accel_core as s; s.warm_up(timeout=900)"],
+                       env=_env(), check=True, timeout=1800)
     for case in (args.only,) if args.only else tuple(STEPS):
         compare(case, args.quick, max(1, args.repeat))
     overhead()

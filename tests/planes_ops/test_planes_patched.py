@@ -4,6 +4,8 @@ and passed through for what the registry does not repeat."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -29,8 +31,22 @@ def _unpatched(function_name: str, module_name: str) -> object:
         patch.install(check=True)
 
 
-def test_translate_is_served_bit_for_bit(patched: None) -> None:
+def test_translate_is_spacrs_own_where_only_the_floor_would_serve_it(patched: None) -> None:
+    """The floor's slice copies are spaCR's own copies plus the seam's checks: never slower to leave."""
     from spacr import ops_cycles
+
+    ops_cycles._translate(np.ones((8, 9), np.float32), 1, 2)
+    served, passed = _seam("spacr.ops_cycles._translate")
+    assert not served and list(passed) == ["only the NumPy floor serves translate here, and spaCR's own is as fast"]
+
+
+def test_translate_is_served_bit_for_bit(patched: None, usable_stand_in: Callable[..., str]) -> None:
+    """Served by a backend above the floor (torch's translation, ranked first as a card would be)."""
+    from spacr import ops_cycles
+
+    from spacr_accel_torch import _plugin
+
+    usable_stand_in(_plugin, "cardtorch", "spacr_accel_translate")
 
     rng = np.random.default_rng(0)
     plane = rng.normal(100, 10, size=(148, 150)).astype(np.float32)
@@ -43,7 +59,7 @@ def test_translate_is_served_bit_for_bit(patched: None) -> None:
         got = ops_cycles._translate(image, dy, dx)
         assert got.dtype == image.dtype and got.tobytes() == own(image, dy, dx).tobytes()  # type: ignore[operator]
     served, passed = _seam("spacr.ops_cycles._translate")
-    assert sum(served.values()) == 5 and not passed
+    assert served == {"cardtorch": 3, "core": 2} and not passed, (served, passed)  # (0, 0) and past the edge: the core
 
 
 def test_translate_leaves_what_it_does_not_repeat_to_spacr(patched: None) -> None:

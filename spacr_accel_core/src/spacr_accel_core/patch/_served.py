@@ -18,13 +18,12 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..dispatch._registry import REGISTRY
 from ._floor import above_floor
+from ._outcome import PassThrough, served_by
 from ._served_levels import clipped as _clipped
 from ._served_levels import sbs_mean_target as _sbs_mean_target
 from ._served_planes import estimate_read_locations as _estimate_read_locations
 from ._served_planes import translate as _translate
-from ._served_points import Refused
 from ._served_points import attribute_reads as _attribute_reads
 from ._served_points import seed_by_scaled_pairs as _seed_by_scaled_pairs
 from ._surface import SURFACE_NAME
@@ -33,16 +32,6 @@ __all__ = ["SERVED", "PassThrough"]
 
 _MODES = ("reflect", "nearest")
 """SciPy's boundary modes the registry's filters reproduce (SciPy's default is ``reflect``)."""
-
-
-class PassThrough(Exception):  # an outcome, read as "spaCR's own function answers this"
-    """The call goes to spaCR's own function; the message is the reason the report counts."""
-
-
-def _backend() -> str:
-    served = REGISTRY.last_backend() or "core"
-    waiting = REGISTRY.last_waiting()  # a faster backend still compiling: the report counts these apart
-    return f"{served} ({', '.join(waiting)} still compiling)" if waiting else served
 
 
 def _float32_field(value: Any, what: str = "field") -> np.ndarray:
@@ -118,7 +107,7 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: Any = Non
     if window <= 1:
         raise PassThrough(f"size={size!r} (a one-pixel window is a copy)")
     _without_nan_or_negative_zero(data)
-    return ops.maximum_filter(data, window, gpu=bool(gpu)), _backend()  # an even size is made odd, as spaCR does
+    return ops.maximum_filter(data, window, gpu=bool(gpu)), served_by()  # an even size is made odd, as spaCR does
 
 
 def extract_bases(stack: Any, peaks: Any, *, window: Any = 1,
@@ -141,7 +130,7 @@ def extract_bases(stack: Any, peaks: Any, *, window: Any = 1,
     if (coords.min(axis=0) < 0).any() or coords[:, 0].max() >= height or coords[:, 1].max() >= width:
         raise PassThrough("a peak outside the field")
     values = ops.window_maxima(array, coords, 2 * half + 1)
-    backend = _backend()
+    backend = served_by()
     redo = np.flatnonzero(((values == 0) | np.isnan(values)).any(axis=(1, 2)))
     if redo.size:
         values[redo] = original(array, coords[redo], window=half)
@@ -171,8 +160,8 @@ def gaussian_laplace(input: Any, sigma: Any, output: Any = None, mode: Any = "re
     _none(output=output, **kwargs)
     chosen = _mode(mode)
     _finite(data)
-    with above_floor("gaussian_laplace", PassThrough):  # the floor is SciPy's speed: only a faster backend serves
-        return ops.gaussian_laplace(data, _positive_number(sigma, "sigma"), mode=chosen), _backend()
+    with above_floor("gaussian_laplace"):  # the floor is SciPy's speed: only a faster backend serves
+        return ops.gaussian_laplace(data, _positive_number(sigma, "sigma"), mode=chosen), served_by()
 
 
 def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None,  # SciPy's name
@@ -184,10 +173,10 @@ def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None, 
         raise PassThrough(f"order={order!r}")
     chosen = _mode(mode)
     _finite(data)
-    with above_floor("gaussian_filter", PassThrough):  # the floor is SciPy's speed: only a faster backend serves
+    with above_floor("gaussian_filter"):  # the floor is SciPy's speed: only a faster backend serves
         smoothed = ops.gaussian_filter(data, _positive_number(sigma, "sigma"),
                                        truncate=_positive_number(truncate, "truncate"), mode=chosen)
-        return smoothed, _backend()
+        return smoothed, served_by()
 
 
 def minimum_filter(input: Any, size: Any = None, footprint: Any = None, output: Any = None,
@@ -200,7 +189,7 @@ def minimum_filter(input: Any, size: Any = None, footprint: Any = None, output: 
     window = _odd_window(size)
     chosen = _mode(mode)
     _without_nan_or_negative_zero(data)
-    return ops.minimum_filter(data, window, mode=chosen), _backend()
+    return ops.minimum_filter(data, window, mode=chosen), served_by()
 
 
 _FAR = 1e18
@@ -236,7 +225,7 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: Any = True, backend: An
     if spacrs_own != "numpy":
         raise PassThrough(f"spaCR searches on its own {spacrs_own} here")
     index, gap = ops.nearest_neighbours(src, dst, k=2, gpu=bool(gpu))
-    served = _backend()
+    served = served_by()
     first = np.ascontiguousarray(index[:, 0])
     slack = (src.shape[1] + 4) * 2.0**-22
     clear = (gap[:, 1] > _NEAR) & (gap[:, 1] * (1 - slack) > gap[:, 0] * (1 + slack))
@@ -253,18 +242,6 @@ def matmul(first: Any, second: Any, **options: Any) -> tuple[Any, str]:
     raise PassThrough("a float32 product rounds as its BLAS blocks it: spaCR's own call")
 
 
-def _refusing(serve: Callable[..., tuple[Any, str]]) -> Callable[..., tuple[Any, str]]:
-    """A way of serving from :mod:`._served_points`, its refusals read as :class:`PassThrough`."""
-
-    def served(*args: Any, **kwargs: Any) -> tuple[Any, str]:
-        try:
-            return serve(*args, **kwargs)
-        except Refused as why:
-            raise PassThrough(str(why)) from None
-
-    return served
-
-
 SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "maximum_filter": maximum_filter,
     "matmul": matmul,
@@ -274,11 +251,11 @@ SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "gaussian_laplace": gaussian_laplace,
     "gaussian_filter": gaussian_filter,
     "minimum_filter": minimum_filter,
-    "attribute_reads": _refusing(_attribute_reads),
-    "seed_by_scaled_pairs": _refusing(_seed_by_scaled_pairs),
-    "translate": _refusing(_translate),
-    "spot_score": _refusing(_estimate_read_locations),
-    "clipped": _refusing(_clipped),
-    "sbs_mean_target": _refusing(_sbs_mean_target),
+    "attribute_reads": _attribute_reads,
+    "seed_by_scaled_pairs": _seed_by_scaled_pairs,
+    "translate": _translate,
+    "spot_score": _estimate_read_locations,
+    "clipped": _clipped,
+    "sbs_mean_target": _sbs_mean_target,
 }
 """The ways of serving, by the name of the function they stand in for."""

@@ -25,14 +25,9 @@ import numpy as np
 
 from .. import ops
 from .._ops_levels import percentile_q
-from ..dispatch._registry import REGISTRY
-from ._served_points import Refused
+from ._outcome import PassThrough, served_by
 
 __all__ = ["clipped", "sbs_mean_target"]
-
-
-def _backend() -> str:
-    return REGISTRY.last_backend() or "core"
 
 
 def _plane(value: Any, what: str) -> np.ndarray:
@@ -40,26 +35,26 @@ def _plane(value: Any, what: str) -> np.ndarray:
         with np.errstate(over="ignore"):
             array = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError, OverflowError):
-        raise Refused(f"a {what} NumPy cannot read as float32") from None
+        raise PassThrough(f"a {what} NumPy cannot read as float32") from None
     if array.ndim != 2 or array.size == 0:
-        raise Refused(f"a {what} that is not a non-empty 2-D field (NumPy's percentile flattens it)")
+        raise PassThrough(f"a {what} that is not a non-empty 2-D field (NumPy's percentile flattens it)")
     return array
 
 
 def _percentile(value: Any, name: str) -> Any:
     if np.ndim(value) != 0:
-        raise Refused(f"{name} that is not one number")
+        raise PassThrough(f"{name} that is not one number")
     try:
         return percentile_q(value, name)
     except (TypeError, ValueError) as exc:
-        raise Refused(f"{name} outside what np.percentile takes ({exc})") from None
+        raise PassThrough(f"{name} outside what np.percentile takes ({exc})") from None
 
 
 def clipped(plane: Any, *, original: Callable[..., Any]) -> tuple[Any, str]:
     """``spacr.ops_cycles._clipped``: the registry's ``clip_to_percentiles(plane, 0, P)`` with ``P``
     spaCR's ``_CHANNEL_CLIP_PERCENTILE`` as it is now."""
     high = _percentile(original.__globals__.get("_CHANNEL_CLIP_PERCENTILE"), "_CHANNEL_CLIP_PERCENTILE")
-    return ops.clip_to_percentiles(_plane(plane, "plane"), 0.0, high), _backend()
+    return ops.clip_to_percentiles(_plane(plane, "plane"), 0.0, high), served_by()
 
 
 def sbs_mean_target(planes: Sequence[Any], *, percentile: Any = 70.0, cutoff: Any = 1.0) -> tuple[Any, str]:
@@ -68,16 +63,16 @@ def sbs_mean_target(planes: Sequence[Any], *, percentile: Any = 70.0, cutoff: An
     q = _percentile(percentile, "percentile")
     if isinstance(cutoff, (bool, np.bool_)) or np.ndim(cutoff) != 0 or np.asarray(cutoff).dtype.kind not in "iuf" \
             or not math.isfinite(float(cutoff)) or abs(float(cutoff)) > float(np.finfo(np.float32).max):
-        raise Refused("a cutoff that is not one finite float32 number")
+        raise PassThrough("a cutoff that is not one finite float32 number")
     try:
         given = list(planes)
     except TypeError:
-        raise Refused("planes that are not a sequence") from None
+        raise PassThrough("planes that are not a sequence") from None
     if not given:
-        raise Refused("no channels (spaCR raises)")
+        raise PassThrough("no channels (spaCR raises)")
     fields = [_plane(plane, "channel") for plane in given]
     if any(field.shape != fields[0].shape for field in fields):
-        raise Refused("channels of different shapes (spaCR raises)")
+        raise PassThrough("channels of different shapes (spaCR raises)")
     # NumPy's maximum over the stacked channels, without the stack: the same values (a zero's sign
     # cannot reach the answer, which clips at +0.0); NaN is left to spaCR, below.
     target = np.array(fields[0], dtype=np.float32, copy=True) if len(fields) == 1 else np.maximum(fields[0], fields[1])
@@ -85,8 +80,8 @@ def sbs_mean_target(planes: Sequence[Any], *, percentile: Any = 70.0, cutoff: An
         np.maximum(target, field, out=target)
     scale = ops.percentiles(target, q)
     if math.isnan(float(scale)):
-        raise Refused("a NaN in the channels (which NaN the maximum keeps is NumPy's)")
+        raise PassThrough("a NaN in the channels (which NaN the maximum keeps is NumPy's)")
     with np.errstate(over="ignore"):  # ops.normalise_to_percentile's level set, the percentile read once
         divisor = np.float32(float(scale)) if float(scale) > 0 else np.float32(1.0)
         top = np.float32(float(cutoff))
-    return ops.rescale_fields(target, divisor, np.float32(0.0), top), _backend()
+    return ops.rescale_fields(target, divisor, np.float32(0.0), top), served_by()

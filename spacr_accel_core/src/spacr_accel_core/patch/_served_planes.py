@@ -22,30 +22,27 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..dispatch._registry import REGISTRY
-from ._served_points import Refused
+from ._floor import above_floor
+from ._outcome import PassThrough, served_by
 
 __all__ = ["estimate_read_locations", "translate"]
-
-
-def _backend() -> str:
-    return REGISTRY.last_backend() or "core"
 
 
 def translate(image: Any, dy: Any, dx: Any) -> tuple[Any, str]:
     """``spacr.ops_cycles._translate``: the registry's ``translate`` of the image by ``(int(dy),
     int(dx))``, spaCR's own conversion of the shift (a float is truncated there, as here)."""
     if type(image) is not np.ndarray or image.dtype.kind not in "biuf":
-        raise Refused("not a plain ndarray of real numbers (zeros_like keeps a subclass or a complex dtype)")
+        raise PassThrough("not a plain ndarray of real numbers (zeros_like keeps a subclass or a complex dtype)")
     if image.ndim < 2:
-        raise Refused("an image without two field axes")
+        raise PassThrough("an image without two field axes")
     if not image.flags.c_contiguous:
-        raise Refused("an image not in C order (spaCR's zeros_like keeps its layout)")
+        raise PassThrough("an image not in C order (spaCR's zeros_like keeps its layout)")
     try:
         rows, columns = int(dy), int(dx)
     except (TypeError, ValueError, OverflowError):
-        raise Refused(f"a shift int() cannot read ({dy!r}, {dx!r})") from None
-    return ops.translate(image, (rows, columns)), _backend()
+        raise PassThrough(f"a shift int() cannot read ({dy!r}, {dx!r})") from None
+    with above_floor("translate"):  # the floor's slice copies are spaCR's own, plus the seam's checks
+        return ops.translate(image, (rows, columns)), served_by()
 
 
 def estimate_read_locations(stack: Any) -> tuple[Any, str]:
@@ -54,11 +51,11 @@ def estimate_read_locations(stack: Any) -> tuple[Any, str]:
         with np.errstate(over="ignore"):
             array = np.asarray(stack, dtype=np.float32)
     except (TypeError, ValueError):
-        raise Refused("a stack NumPy cannot read as float32") from None
+        raise PassThrough("a stack NumPy cannot read as float32") from None
     if array.ndim != 4:
-        raise Refused("a stack that is not (cycles, channels, Y, X)")
+        raise PassThrough("a stack that is not (cycles, channels, Y, X)")
     if not array.flags.c_contiguous:
-        raise Refused("a stack not in C order (NumPy may sum its cycles in another order)")
+        raise PassThrough("a stack not in C order (NumPy may sum its cycles in another order)")
     if array.shape[0] == 0 or array.shape[1] == 0:
-        raise Refused("no cycles or no channels (spaCR's NumPy warns and answers NaN)")
-    return ops.spot_score(array), _backend()
+        raise PassThrough("no cycles or no channels (spaCR's NumPy warns and answers NaN)")
+    return ops.spot_score(array), served_by()

@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..dispatch._registry import REGISTRY
 from ..tiling import cpu_threads, run_parts
+from ._outcome import PassThrough, served_by
 
-__all__ = ["Refused", "attribute_reads", "seed_by_scaled_pairs"]
+__all__ = ["attribute_reads", "seed_by_scaled_pairs"]
 
 CHUNK = 1024
 """Trials drawn (that reached the ball query) before their candidates are handed to be scored."""
@@ -53,18 +53,10 @@ _SPAN_TABLE = 2048
 """Source points up to which every pair's span is computed before the trials, not one per trial."""
 
 
-class Refused(Exception):  # an outcome: the reason the call is spaCR's own
-    """The call is spaCR's; the message is why (``_served`` reads it as its ``PassThrough``)."""
-
-
-def _backend() -> str:
-    return REGISTRY.last_backend() or "core"
-
-
 def _plain(value: Any, name: str) -> Any:
     """A Python number or a float64 scalar (not a bool): what spaCR's arithmetic rounds as float64."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.float64)) or not math.isfinite(value):
-        raise Refused(f"{name}={value!r} (the patch serves one finite Python or float64 number)")
+        raise PassThrough(f"{name}={value!r} (the patch serves one finite Python or float64 number)")
     return value
 
 
@@ -72,11 +64,11 @@ def _rows(value: Any, name: str) -> np.ndarray:
     try:
         array = np.asarray(value, float)
     except (TypeError, ValueError):
-        raise Refused(f"{name} NumPy cannot read as float64") from None
+        raise PassThrough(f"{name} NumPy cannot read as float64") from None
     if array.ndim != 2 or array.shape[1] != 2:
-        raise Refused(f"{name} that is not (N, 2) rows")
+        raise PassThrough(f"{name} that is not (N, 2) rows")
     if array.size and not (math.isfinite(array.min()) and math.isfinite(array.max())):
-        raise Refused(f"a NaN or infinity in {name}")
+        raise PassThrough(f"a NaN or infinity in {name}")
     return array
 
 
@@ -88,14 +80,14 @@ def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 
     try:
         area = np.asarray(areas, dtype=float).reshape(-1)
     except (TypeError, ValueError):
-        raise Refused("areas NumPy cannot read as float64") from None
+        raise PassThrough("areas NumPy cannot read as float64") from None
     if area.shape[0] != centres.shape[0]:
-        raise Refused("not one area per centroid")
+        raise PassThrough("not one area per centroid")
     for value, name in ((footprint, "footprint"), (tie, "tie")):
         if _plain(value, name) < 0:
-            raise Refused(f"a negative {name}")
+            raise PassThrough(f"a negative {name}")
     answer = ops.attribute_reads(points, centres, area, footprint=float(footprint), tie=float(tie))
-    return answer, _backend()
+    return answer, served_by()
 
 
 @dataclass(frozen=True)
@@ -220,7 +212,7 @@ def _scores(src: np.ndarray, dst: np.ndarray, scale: Any, rotation: np.ndarray, 
     shares = max(1, min(cpu_threads(), rotation.shape[0] // BATCH))
     edges = np.linspace(0, rotation.shape[0], shares + 1).astype(np.int64)
     run_parts(score, [(int(a), int(b)) for a, b in itertools.pairwise(edges)])
-    return scores, _backend()
+    return scores, served_by()
 
 
 def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, original: Callable[..., Any],
@@ -233,12 +225,12 @@ def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, origi
     try:
         bound = inspect.signature(original).bind(source, target, scale, *args, **options)
     except TypeError:
-        raise Refused("arguments spaCR's signature does not take") from None
+        raise PassThrough("arguments spaCR's signature does not take") from None
     bound.apply_defaults()
     given = bound.arguments
     src, dst = _rows(given["source"], "source"), _rows(given["target"], "target")
     if src.shape[0] < 2 or dst.shape[0] < 2:
-        raise Refused("fewer than two points (spaCR answers None)")
+        raise PassThrough("fewer than two points (spaCR answers None)")
     scale = _plain(given["scale"], "scale")
     radius, tolerance = _plain(given["radius"], "radius"), _plain(given["tolerance"], "tolerance")
     max_rotation = _plain(given["max_rotation"], "max_rotation")
@@ -247,10 +239,10 @@ def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, origi
         constants = original.__globals__
         trials = max(constants["PAIR_TRIALS"], int(constants["TRIALS_PER_TARGET_POINT"] * dst.shape[0]))
     if isinstance(trials, bool) or not isinstance(trials, numbers.Integral):
-        raise Refused(f"trials={trials!r} (the patch serves an integer)")
+        raise PassThrough(f"trials={trials!r} (the patch serves an integer)")
     seed_radius = radius * 4.0
     if seed_radius < 0 or scale <= 0 or tolerance < 0:
-        raise Refused("a negative radius or tolerance, or a scale that is not positive")
+        raise PassThrough("a negative radius or tolerance, or a scale that is not positive")
     tree = cKDTree(dst)
     angles, trials_of, scored = [], [], []
     with ThreadPoolExecutor(max_workers=1) as scorer:  # a chunk is scored while the next is drawn
