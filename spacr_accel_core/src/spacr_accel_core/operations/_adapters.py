@@ -36,6 +36,13 @@ def by_position(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...]
     return adapted
 
 
+def adapt_plain(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
+                declaration: Declaration, operation: str) -> Call:
+    """An operation with nothing to adapt (every plugin takes its stacks and points as the core
+    passes them: the translation, the spot score, the point and level operations): by position."""
+    return by_position(function, argnames, spec)
+
+
 def _casting(call: Call, declaration: Declaration, operation: str) -> Call:
     """A camera field the plugin did not declare reaches it as float32 (read-only like any input)."""
     accepted = declaration.narrow_fields(operation)

@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from ..contract._declaration import Declaration
-from ._adapters import Call, by_position
 from ._results import Example
 
 
@@ -47,13 +45,6 @@ def agree_levels(expected: Any, got: Any) -> tuple[bool, str]:
         same = (want.view(bits) == have.view(bits)) | (np.isnan(want) & np.isnan(have))
         wrong = int(same.size - np.count_nonzero(same))
     return wrong == 0, "bit-identical" if wrong == 0 else f"{wrong} of {want.size} values differ"
-
-
-def adapt_levels(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                 declaration: Declaration, operation: str) -> Call:
-    """``percentiles(stack, ranks)`` and ``rescale_fields(stack, scale, low, high)`` for one plugin: by
-    position (the fields of a stack are independent, and every plugin takes a stack)."""
-    return by_position(function, argnames, spec)
 
 
 def _camera_stack(quick: bool, rng: np.random.Generator) -> tuple[np.ndarray, str]:

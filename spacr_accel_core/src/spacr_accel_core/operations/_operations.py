@@ -37,10 +37,10 @@ from ._adapters import (
     adapt_matmul,
     adapt_neighbours,
     adapt_peaks,
+    adapt_plain,
     adapt_smoothing,
 )
 from ._levels import (
-    adapt_levels,
     agree_levels,
     bench_percentiles,
     bench_rescale,
@@ -50,7 +50,6 @@ from ._levels import (
     small_rescale,
 )
 from ._planes import (
-    adapt_planes,
     agree_translated,
     bench_score,
     bench_translation,
@@ -59,7 +58,6 @@ from ._planes import (
     small_translation,
 )
 from ._points import (
-    adapt_points,
     agree_attribution,
     agree_counts,
     attribution_bench,
@@ -299,22 +297,22 @@ OPERATIONS: Final[Mapping[str, Operation]] = {
                   {"pairing": None}, "Cycle registration (phase_correlate)",
                   reference=reference.phase_correlate, agree=agree_registration, small=_small_pair,
                   bench=_registration_bench, dask="own"),
-        Operation("translate", check_translated, adapt_planes, {}, "Moving planes into one frame (translate)",
+        Operation("translate", check_translated, adapt_plain, {}, "Moving planes into one frame (translate)",
                   reference=reference.translate, agree=agree_translated, small=small_translation,
                   bench=bench_translation, dask="own"),
-        Operation("spot_score", check_array, adapt_planes, {}, "Read locations scored (spot_score)",
+        Operation("spot_score", check_array, adapt_plain, {}, "Read locations scored (spot_score)",
                   reference=reference.spot_score, agree=agree_field, small=small_score, bench=bench_score,
                   dask="own"),
-        Operation("attribute_reads", check_attribution, adapt_points, {}, "Reads given to nuclei (attribute_reads)",
+        Operation("attribute_reads", check_attribution, adapt_plain, {}, "Reads given to nuclei (attribute_reads)",
                   reference=reference.attribute_reads, agree=agree_attribution, small=small_attribution,
                   bench=attribution_bench, dask="own"),
-        Operation("count_within", check_counts, adapt_points, {}, "Merge transforms scored (count_within)",
+        Operation("count_within", check_counts, adapt_plain, {}, "Merge transforms scored (count_within)",
                   reference=reference.count_within, agree=agree_counts, small=small_counts, bench=counts_bench,
                   dask="own"),
-        Operation("percentiles", check_order_statistics, adapt_levels, {}, "Channel levels (percentiles)",
+        Operation("percentiles", check_order_statistics, adapt_plain, {}, "Channel levels (percentiles)",
                   reference=reference.percentiles, agree=agree_levels, small=small_percentiles,
                   bench=bench_percentiles, dask="own"),
-        Operation("rescale_fields", check_rescaled, adapt_levels, {}, "Channel clip and scale (rescale_fields)",
+        Operation("rescale_fields", check_rescaled, adapt_plain, {}, "Channel clip and scale (rescale_fields)",
                   reference=reference.rescale_fields, agree=agree_levels, small=small_rescale, bench=bench_rescale,
                   dask="own"),
     )

@@ -17,13 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..contract._declaration import Declaration
 from ..contract._errors import describe
-from ._adapters import Call, by_position
 from ._checks import _F32, _I64, _numeric, _shown
 from ._results import Example
 
-__all__ = ["adapt_planes", "agree_translated", "check_translated", "score_shape", "score_stack", "translation_shifts"]
+__all__ = ["agree_translated", "check_translated", "score_shape", "score_stack", "translation_shifts"]
 
 
 def translation_shifts(shifts: Any, lead: tuple[int, ...], height: int, width: int) -> np.ndarray:
@@ -129,13 +127,6 @@ def agree_translated(expected: Any, got: Any) -> tuple[bool, str]:
     bytes_expected = np.ascontiguousarray(expected).view(np.uint8)
     wrong = int(np.count_nonzero(bytes_got != bytes_expected))
     return wrong == 0, "bit-identical" if wrong == 0 else f"{wrong} of {bytes_got.size} bytes differ"
-
-
-def adapt_planes(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                 declaration: Declaration, operation: str) -> Call:
-    """``translate(stack, shifts)`` and ``spot_score(stack)`` for one plugin: called by position,
-    nothing cast (a translation keeps the dtype; the score is float32 already)."""
-    return by_position(function, argnames, spec)
 
 
 # ---- the inputs the table tries them on -------------------------------------------------------

@@ -14,13 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..contract._declaration import Declaration
-from ._adapters import Call, by_position
 from ._checks import _I64
 from ._results import Example
 
 __all__ = [
-    "adapt_points",
     "agree_attribution",
     "agree_counts",
     "attribution_bench",
@@ -102,13 +99,6 @@ def agree_counts(expected: Any, got: Any) -> tuple[bool, str]:
     same = np.shape(got) == np.shape(expected) and bool(np.array_equal(got, expected))
     return same, "identical counts" if same else f"counts {np.asarray(got).tolist()[:8]}, " \
                                                 f"expected {np.asarray(expected).tolist()[:8]}"
-
-
-def adapt_points(function: Call, argnames: tuple[str, ...], spec: tuple[str, ...],
-                 declaration: Declaration, operation: str) -> Call:
-    """A point operation for one plugin: its arguments by position, nothing else to adapt (the
-    core passes float64 points, which every plugin takes)."""
-    return by_position(function, argnames, spec)
 
 
 def small_attribution() -> Example:
