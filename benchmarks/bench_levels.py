@@ -65,7 +65,7 @@ def main() -> None:
     warm_up("numba")
     planes = _planes(options.quick)
     cycles = [planes[i:i + 4] for i in range(0, len(planes), 4)]
-    forced = config.override(order=[options.backend]) if options.backend else contextlib.nullcontext()
+    forced = config.override(backends=[options.backend], only=True) if options.backend else contextlib.nullcontext()
     import spacr.ops_cycles as spacr_cycles
 
     with forced:

@@ -108,3 +108,21 @@ def test_a_percentile_spacr_would_refuse_is_left_to_it(served_only: None) -> Non
     with pytest.raises(ValueError):
         cycles.sbs_mean_target(planes, percentile=120.0)
     assert _counts(TARGET)[0] == 0
+
+
+def test_clipped_is_spacrs_own_where_only_the_floor_would_serve_it(served_only: None) -> None:
+    """The floor's percentiles are np.percentile's own selection: served by it, ``_clipped`` would be
+    spaCR's work plus the seam's checks, so it is left to spaCR (and ``sbs_mean_target``, which the
+    floor does faster than spaCR, is still served)."""
+    import spacr.ops_cycles as cycles
+
+    from spacr_accel_core import config
+
+    planes = _channels(np.random.default_rng(5), count=2, shape=(40, 33))
+    with config.override(backends=["numpy"], only=True):
+        _same(cycles._clipped(planes[0]), original_of(cycles._clipped)(planes[0]))
+        _same(cycles.sbs_mean_target(planes), original_of(cycles.sbs_mean_target)(planes))
+    assert _counts(CLIPPED) == (0, 1)
+    assert _counts(TARGET) == (1, 0)
+    reasons = [reason for row in patch.report().seams if row.seam == CLIPPED for reason, *_ in row.passed]
+    assert reasons == ["only the NumPy floor serves percentiles here, and spaCR's own is as fast"]
