@@ -26,15 +26,23 @@ def _bash_blocks(text: str) -> list[str]:
     return re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
 
 
-def _pip_arguments(tmp_path: Path, *extras: str) -> list[str]:
-    """The arguments the script hands ``python``, recorded by a stand-in interpreter."""
-    record = tmp_path / "arguments"
+def _calls(tmp_path: Path, *extras: str) -> list[list[str]]:
+    """Each call the script makes of ``python``: the folder it ran in, then its arguments, recorded
+    by a stand-in interpreter."""
+    record = tmp_path / "calls"
     stand_in = tmp_path / "python"
-    stand_in.write_text(f'#!/bin/sh\nfor a in "$@"; do echo "$a"; done > {record}\n', encoding="utf-8")
+    stand_in.write_text(f'#!/bin/sh\n{{ pwd; for a in "$@"; do echo "$a"; done; echo ---; }} >> {record}\n',
+                        encoding="utf-8")
     stand_in.chmod(0o755)
     subprocess.run(["bash", str(SCRIPT), *extras], check=True, timeout=60,
                    env={**os.environ, "PYTHON": str(stand_in)})
-    return record.read_text(encoding="utf-8").splitlines()
+    text = record.read_text(encoding="utf-8")
+    return [call.strip("\n").splitlines() for call in text.split("---\n") if call.strip()]
+
+
+def _pip_arguments(tmp_path: Path, *extras: str) -> list[str]:
+    """The arguments of the script's pip command (its first call)."""
+    return _calls(tmp_path, *extras)[0][1:]
 
 
 def _distribution(folder: str) -> str:
@@ -63,6 +71,40 @@ def test_the_script_is_executable_and_installs_the_family_from_its_folders(tmp_p
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     needed = {re.split(r"[<>=\[ ;]", requirement)[0] for requirement in meta["dependencies"]}
     assert needed <= installed, "pip would have to find a sibling on an index"
+
+
+def test_the_script_then_compiles_the_kernels_from_outside_the_clone(tmp_path: Path) -> None:
+    """``spacr-accel warm`` after pip, so that a fresh install's first process computes on numba's
+    compiled kernels; run from ``/`` so that the installed package, not the clone's folder, is cached."""
+    calls = _calls(tmp_path)
+    assert len(calls) == 2
+    assert calls[1] == ["/", "-m", "spacr_accel_core", "warm"]
+
+
+def test_no_warm_installs_only(tmp_path: Path) -> None:
+    calls = _calls(tmp_path, "--no-warm", "torch")
+    assert len(calls) == 1 and calls[0][1:4] == ["-m", "pip", "install"]
+    assert "./spacr_accel_torch" in calls[0]
+
+
+def test_a_kernel_that_cannot_compile_is_no_failed_install(tmp_path: Path) -> None:
+    stand_in = tmp_path / "python"
+    stand_in.write_text('#!/bin/sh\n[ "$3" = warm ] && exit 1\nexit 0\n', encoding="utf-8")
+    stand_in.chmod(0o755)
+    done = subprocess.run(["bash", str(SCRIPT)], check=False, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHON": str(stand_in)})
+    assert done.returncode == 0 and "each compiles on first use" in done.stderr
+
+
+def test_a_relative_interpreter_is_the_callers(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    stand_in = tmp_path / "bin" / "python"
+    record = tmp_path / "ran"
+    stand_in.write_text(f'#!/bin/sh\necho "$0" >> {record}\n', encoding="utf-8")
+    stand_in.chmod(0o755)
+    subprocess.run(["bash", str(SCRIPT)], check=True, timeout=60, cwd=tmp_path,
+                   env={**os.environ, "PYTHON": "bin/python"})
+    assert record.read_text(encoding="utf-8").splitlines() == [str(stand_in)] * 2
 
 
 def test_the_extras_add_their_folders(tmp_path: Path) -> None:
