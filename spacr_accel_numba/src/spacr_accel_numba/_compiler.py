@@ -293,8 +293,9 @@ def start(folder: Path) -> bool:
             return False
         _starts += 1
         _child, _exited = child, threading.Event()
-        threading.Thread(target=_reap, args=(child, _exited), name="spacr-accel-numba-compiler-reaper",
-                         daemon=True).start()
+        with contextlib.suppress(RuntimeError):  # started at exit (._warm): no thread then, nor need of one
+            threading.Thread(target=_reap, args=(child, _exited), name="spacr-accel-numba-compiler-reaper",
+                             daemon=True).start()
         _log.debug("spacr-accel-numba: compiler started (pid %d) for %s", child.pid, folder)
         return True
 

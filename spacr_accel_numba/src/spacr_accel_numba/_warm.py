@@ -12,7 +12,9 @@ the float32 filter first, from half a second after that first call (:data:`_GRAC
 WHERE THE KERNELS COMPILE. Not in this process, by default: the warm-up thread starts a detached
 compiler process at the lowest priority (:mod:`._compiler`), which writes each kernel to numba's
 cache even after this process exits, and loads each one from the cache as soon as the compiler
-has written it; concurrent processes share one compiler. Where no cache folder can be written (or
+has written it; concurrent processes share one compiler. A process that exits before its daemon
+thread got to start the compiler (one call and out) starts it as it exits (:func:`_launch_at_exit`).
+Where no cache folder can be written (or
 ``SPACR_ACCEL_NUMBA_COMPILE=here``) this thread compiles them itself, as below.
 
 A DAMAGED CACHE (a truncated or overwritten file of numba's) is set aside and that kernel
@@ -25,6 +27,7 @@ calls never wait on the parent's thread, and :func:`warm` returns there too.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
@@ -77,13 +80,14 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     # A forked child inherits what was compiled but not the thread: numba's locks that thread
     # held are replaced, and an unfinished warm-up starts again there on its next call (or warm()).
-    global _thread, _lock, _hurry, _failure  # noqa: PLW0603  # the module's one warm-up, reset in a forked child
+    global _thread, _lock, _hurry, _failure, _launch_lock, _launched  # noqa: PLW0603  # reset in a forked child
     taken, running = _holds.pop(threading.get_ident(), (None, False))
     _holds.clear()
     _fork.release(taken)
     _fork.repair()
     _compiler.forget_after_fork()
     _lock = threading.Lock()
+    _launch_lock, _launched = threading.Lock(), False
     _hurry = threading.Event()
     if _failure is None and len(_ready) < len(_jobs()):
         if running and taken is not None and not taken.safe:
@@ -152,6 +156,39 @@ def _folder() -> Path | None:
     return _compiler.cache_folder() if _compiler.mode() == "detached" else None
 
 
+_launch_lock = threading.Lock()
+_launched = False
+
+
+def _launch(folder: Path) -> None:
+    """Start the detached compiler for ``folder`` once per process, unless every kernel is cached
+    already (then each loads from the cache)."""
+    global _launched  # noqa: PLW0603  # once per process: by the warm-up thread, or at exit
+    with _launch_lock:
+        if _launched:
+            return
+        _launched = True
+        listed = _compiler.read_ledger(folder)
+        if any(_shared(job) and name not in listed for name, job in _jobs()):
+            _compiler.start(folder)
+
+
+def _launch_at_exit() -> None:
+    """A process that exits right after its first call (a script of one call, a short spaCR run)
+    can end before its daemon warm-up thread has started the compiler: started here instead, so
+    the cache fills after this process all the same."""
+    if _thread is None or _failure is not None:
+        return
+    with _launch_lock:  # a launch under way in the thread is waited for: it is not cut off midway
+        launched = _launched
+    folder = None if launched else _folder()
+    if folder is not None:
+        _launch(folder)
+
+
+atexit.register(_launch_at_exit)
+
+
 def _compile_all() -> None:
     global _failure, _kernels  # noqa: PLW0603  # written once by the warm-up thread, read by calls
     # WHY WAIT. Importing numba and loading the kernels holds the GIL for about a second, and a
@@ -163,9 +200,7 @@ def _compile_all() -> None:
     # it starts, the more of the cache a short process leaves filled behind it.
     folder = _folder()
     if folder is not None:
-        listed = _compiler.read_ledger(folder)
-        if any(_shared(job) and name not in listed for name, job in _jobs()):
-            _compiler.start(folder)  # none when every kernel is cached already: each loads below
+        _launch(folder)
     _hurry.wait(_GRACE)
     try:
         for name, job in _jobs():
