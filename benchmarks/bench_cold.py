@@ -164,6 +164,7 @@ def case_ab(quick: bool, scratch: Path, with_b: bool) -> None:
     print(f"\n(a) the first process after a fresh install (empty kernel cache, no warm-up); spaCR alone "
           f"{alone['total']:.2f} s (process {alone['wall']:.2f} s); identical answers")
     print(_row("patched, first process", first, alone["total"], 1.0))
+    print("\n".join(bench_spacr._steps_table(alone, first)))
     immediate = None
     if with_b:
         immediate = _decode("patched", root, quick, scratch)
@@ -184,6 +185,7 @@ def case_ab(quick: bool, scratch: Path, with_b: bool) -> None:
           f"{again['total']:.2f} s (median {both:.2f} s); identical answers")
     print(_row("patched, started as the first exited (compiler running)", immediate, both, 0.6))
     print(_row("patched, after the compiler finished", second, both, 0.6))
+    print("\n".join(bench_spacr._steps_table(again, second)))
 
 
 def case_c(quick: bool, scratch: Path) -> None:
