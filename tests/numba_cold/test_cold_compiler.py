@@ -82,6 +82,10 @@ def test_the_compiler_runs_at_the_lowest_priority_with_one_thread_and_no_patch(c
     holder = cold.until(cold.holder, "the compiler taking its lock", 60.0)
     assert holder == int(pid)  # the compiler wrote its own pid in the lock file
     assert os.getpriority(os.PRIO_PROCESS, holder) == 19
+    group = Path(f"/proc/{holder}/autogroup")  # Linux: its own session's scheduling group, at 19 too
+    if group.exists() and Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
+        assert group.read_text().split()[-1] == "19", group.read_text()
+        assert group.read_text().split()[0] != Path("/proc/self/autogroup").read_text().split()[0]
     environ = Path(f"/proc/{holder}/environ")
     if environ.exists():
         variables = dict(item.split("=", 1) for item in environ.read_text().split("\0") if "=" in item)
