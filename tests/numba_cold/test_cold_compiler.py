@@ -84,8 +84,13 @@ def test_the_compiler_runs_at_the_lowest_priority_with_one_thread_and_no_patch(c
     assert os.getpriority(os.PRIO_PROCESS, holder) == 19
     group = Path(f"/proc/{holder}/autogroup")  # Linux: its own session's scheduling group, at 19 too
     if group.exists() and Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
-        assert group.read_text().split()[-1] == "19", group.read_text()
-        assert group.read_text().split()[0] != Path("/proc/self/autogroup").read_text().split()[0]
+        # A process in a control group of its own (a container, a CI runner) is scheduled by that
+        # group, not by an autogroup, and Linux prints nothing for it: only a printed group is checked.
+        theirs = group.read_text().split()
+        ours = Path("/proc/self/autogroup").read_text().split()
+        if theirs:
+            assert theirs[-1] == "19", theirs
+            assert not ours or theirs[0] != ours[0], (theirs, ours)
     environ = Path(f"/proc/{holder}/environ")
     if environ.exists():
         variables = dict(item.split("=", 1) for item in environ.read_text().split("\0") if "=" in item)
