@@ -53,3 +53,22 @@ def test_no_distribution_imports_anothers_private_module(distribution):
              for owner, module in PRIVATE_IMPORT.findall(path.read_text(encoding="utf-8"))
              if owner != distribution]
     assert not found, found
+
+
+FAMILIES = {
+    "_ops_levels": ("percentiles", "clip_to_percentiles", "normalise_to_percentile", "rescale_fields"),
+    "_ops_planes": ("spot_score", "translate"),
+    "_ops_points": ("attribute_reads", "count_within"),
+}
+
+
+def test_ops_is_a_face_under_600_lines_and_each_family_lives_in_its_own_module():
+    from spacr_accel_core import ops
+
+    lines = (ROOT / "spacr_accel_core" / "src" / "spacr_accel_core" / "ops.py").read_text(
+        encoding="utf-8").count("\n")
+    assert lines < 600, f"ops.py has {lines} lines"
+    placed = {name: getattr(ops, name).__module__ for names in FAMILIES.values() for name in names}
+    assert placed == {name: f"spacr_accel_core.{family}" for family, names in FAMILIES.items()
+                      for name in names}
+    assert set(placed) <= set(ops.__all__)

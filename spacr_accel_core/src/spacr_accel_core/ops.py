@@ -68,22 +68,11 @@ from .operations._checks import (
 from .operations._registration_fields import finite_and_in_range
 
 __all__ = [
-    "CHUNK",
-    "Registration",
-    "accelerated_backends",
-    "attribute_reads", "clip_to_percentiles", "count_within",
-    "gaussian_filter",
-    "gaussian_laplace",
-    "local_maxima",
-    "matmul",
-    "maximum_filter",
-    "minimum_filter",
-    "mutual_nearest_neighbours",
-    "nearest_neighbours", "normalise_to_percentile", "percentiles",
-    "phase_correlate", "rescale_fields",
-    "spot_score",
-    "translate",
-    "window_maxima",
+    "CHUNK", "Registration", "accelerated_backends", "attribute_reads", "clip_to_percentiles",
+    "count_within", "gaussian_filter", "gaussian_laplace", "local_maxima", "matmul",
+    "maximum_filter", "minimum_filter", "mutual_nearest_neighbours", "nearest_neighbours",
+    "normalise_to_percentile", "percentiles", "phase_correlate", "rescale_fields", "spot_score",
+    "translate", "window_maxima",
 ]
 
 CHUNK = 4096
