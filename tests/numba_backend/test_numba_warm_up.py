@@ -73,3 +73,17 @@ def test_without_numba_the_backend_is_unusable_and_says_how_to_get_it(monkeypatc
     assert info.usable is False and "numba is not installed" in info.note
     declared = _plugin.SPACR_ACCEL_PLUGIN  # what it is stays declared, numba or not
     assert (declared.name, declared.priority, declared.accelerated) == ("numba", 120.0, False)
+
+
+def test_spacrs_decode_kernels_are_compiled_before_the_searches_and_the_rarer_dtypes() -> None:
+    # A process serves with the kernels compiled so far, a prefix of this order: the ones a
+    # decode of spaCR's calls come first, so a short first process leaves them cached.
+    from spacr_accel_numba import _warm
+
+    names = [name for name, _ in _warm._jobs()]
+    decode = ["filter:float32", "science:levels", "science:planes", "science:decode", "science:points",
+              "science:smooth"]
+    assert names[:len(decode)] == decode
+    assert set(names[len(decode):]) == {"science:peaks", "nearest", "nearest:wide", "science:knearest",
+                                        "science:hamming", "filter:uint16", "filter:uint8"}
+    assert names[-2:] == ["filter:uint16", "filter:uint8"]
