@@ -29,17 +29,40 @@ def _key(bits):
     return word | np.uint32(0x80000000)
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _not_nan(word):
+    return (word & np.uint32(0x7FFFFFFF)) <= np.uint32(0x7F800000)
+
+
 @numba.njit(nogil=True, cache=True)
 def count_high(bits, start, stop, counts, nans, part):
     """Pass one over ``bits[start:stop]`` (a field's float32 bits as uint32): ``counts`` (this part's) the top
-    16 bits of each key, ``nans[part]`` the NaN seen (skipped)."""
+    16 bits of each key, ``nans[part]`` the NaN seen (skipped).
+
+    Neighbouring pixels of a camera field mostly share a bin, and each count then waits for the one
+    before it to be stored: the even and the odd pixels go to two histograms, summed at the end
+    (2.1 ms a 1480 x 1480 field on one thread, against 3.0-4.8 for one histogram)."""
     seen = 0
-    for i in range(start, stop):
-        word = bits[i]
-        if (word & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+    part_bits = bits[start:stop]  # indices from zero: no negative-index wrap to check in the loop
+    odd = np.zeros(counts.size, dtype=counts.dtype)
+    pairs = part_bits.size // 2
+    for j in range(pairs):
+        even_word, odd_word = part_bits[2 * j], part_bits[2 * j + 1]
+        if _not_nan(even_word):
+            counts[_key(even_word) >> np.uint32(16)] += 1
+        else:
             seen += 1
-            continue
-        counts[_key(word) >> np.uint32(16)] += 1
+        if _not_nan(odd_word):
+            odd[_key(odd_word) >> np.uint32(16)] += 1
+        else:
+            seen += 1
+    for i in range(2 * pairs, part_bits.size):
+        if _not_nan(part_bits[i]):
+            counts[_key(part_bits[i]) >> np.uint32(16)] += 1
+        else:
+            seen += 1
+    for bin_ in range(counts.size):
+        counts[bin_] += odd[bin_]
     nans[part] = seen
 
 
@@ -47,9 +70,8 @@ def count_high(bits, start, stop, counts, nans, part):
 def count_low(bits, start, stop, slot_of, counts):
     """Pass two: ``counts[slot]`` (this part's) the low 16 bits of each key whose top 16 bits are a wanted
     bin (``slot_of[bin] >= 0``); NaN skipped."""
-    for i in range(start, stop):
-        word = bits[i]
-        if (word & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+    for word in bits[start:stop]:
+        if not _not_nan(word):
             continue
         key = _key(word)
         slot = slot_of[key >> np.uint32(16)]
@@ -63,17 +85,20 @@ def rescale_row(row, into, by, lo, hi, start, stop):
     clip: ``lo if y < lo else y`` is its ``y >= lo or isnan(y)`` test read the other way round (NaN
     and a pixel equal to a bound are kept), then the same against ``hi``; as selects the compiler
     vectorises. The driver fills a field with a NaN bound itself."""
+    # Slices indexed from zero: with ``row[i]`` for ``i`` from ``start`` numba checks each index for
+    # a negative wrap, and the loop is not vectorised (8.1 ms a 1480 x 1480 field, against 2.0).
+    source, target = row[start:stop], into[start:stop]
     if by == 1:  # x / 1 is x: the division skipped, exactly (``* one`` widens a float32 pixel exactly)
         one = lo - lo + 1
-        for i in range(start, stop):
-            y = row[i] * one
+        for i in range(source.size):
+            y = source[i] * one
             y = lo if y < lo else y
-            into[i] = hi if y > hi else y
+            target[i] = hi if y > hi else y
     else:
-        for i in range(start, stop):
-            y = row[i] / by
+        for i in range(source.size):
+            y = source[i] / by
             y = lo if y < lo else y
-            into[i] = hi if y > hi else y
+            target[i] = hi if y > hi else y
 
 
 @numba.njit(nogil=True, cache=True)

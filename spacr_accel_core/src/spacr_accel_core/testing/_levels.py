@@ -96,6 +96,18 @@ class LevelsConformance:
         for q in ([0.0, 90.0], 70.0, [0.0, 25.0, 50.0, 99.0, 100.0]):
             _same(self._forced("percentiles", ops.percentiles, stack, q), reference.percentiles(stack, q))
 
+    def test_a_field_split_between_threads_at_odd_lengths(self) -> None:
+        """A field large enough that a CPU backend splits its passes, of an odd number of pixels (a
+        part's last pixel read alone), with a NaN as its very last pixel in one field: percentiles
+        and the clip as NumPy gives them."""
+        rng = np.random.default_rng(11)
+        stack = rng.gamma(2.0, 200.0, (2, 513, 1023)).astype(np.float32)
+        stack[1, -1, -1] = np.nan
+        for q in ([0.0, 90.0], [0.0, 50.0, 100.0], 70.0):
+            _same(self._forced("percentiles", ops.percentiles, stack, q), reference.percentiles(stack, q))
+        got = self._composed(ops.clip_to_percentiles, stack[:1], 0.0, 90.0)
+        _same(got, np.clip(stack[:1], *np.percentile(stack[0], [0.0, 90.0])))
+
     def test_percentiles_of_zeros_of_both_signs(self) -> None:
         """Zeros of both signs at the ranks read: NumPy's own sign, whatever order a backend selects in."""
         rng = np.random.default_rng(5)
