@@ -97,6 +97,31 @@ def test_the_compiler_runs_at_the_lowest_priority_with_one_thread_and_no_patch(c
         assert variables["NUMBA_NUM_THREADS"] == "1" and "SPACR_ACCEL_PATCH" not in variables
 
 
+_AUTOGROUP = Path("/proc/self/autogroup")
+
+
+@pytest.mark.skipif(not _AUTOGROUP.exists() or not hasattr(os, "getsid"), reason="Linux's session groups")
+def test_a_compiler_run_inside_another_session_leaves_that_sessions_group_alone(cold) -> None:
+    # A session of its own for the one who asks (this test's session is never touched), and in it
+    # the compiler's priority lowered by a process that does not lead the session (as when
+    # `python -m spacr_accel_numba._compile_child` is run from a terminal): the session's group
+    # keeps its nice value.
+    script = textwrap.dedent("""
+        import pathlib, subprocess, sys
+        group = pathlib.Path("/proc/self/autogroup")
+        before = group.read_text().split()
+        subprocess.run([sys.executable, "-c", "from spacr_accel_numba import _compile_child; "
+                        "_compile_child._lower_priority()"], check=True)
+        print(" ".join(before[-1:]), " ".join(group.read_text().split()[-1:]))
+    """)
+    asker = subprocess.run([sys.executable, "-c", script], env=cold.env, capture_output=True, text=True,
+                           timeout=120, check=False, start_new_session=True)
+    assert asker.returncode == 0, asker.stderr
+    before, after = [*asker.stdout.split(), "", ""][:2]
+    if before:  # a group Linux prints (none in a control group of its own)
+        assert after == before, asker.stdout
+
+
 def test_compiling_here_starts_no_compiler(cold) -> None:
     lines = _lines(cold.python(_MISSES + textwrap.dedent("""
         import spacr_accel_numba

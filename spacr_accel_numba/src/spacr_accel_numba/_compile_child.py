@@ -50,12 +50,24 @@ def _lower_priority() -> None:
     needed, and the floor's calls beside it ran 1.44x slower. With its group at nice 19 too it takes
     almost none. Where there is no such file, or it cannot be written, the process's own nice value
     is all there is.
+
+    ONLY ITS OWN GROUP. The group is the session's, shared by every process in it: run from a
+    terminal or a test (not started by :func:`._compiler.start`, which gives it a session of its
+    own), writing it would leave the user's whole session at nice 19 after the compiler exits. It is
+    written only where this process leads its session.
     """
     if hasattr(os, "nice"):
         with contextlib.suppress(OSError):
             os.nice(19)
-    with contextlib.suppress(OSError):
-        AUTOGROUP.write_text("19", encoding="ascii")
+    if _leads_its_session():
+        with contextlib.suppress(OSError):
+            AUTOGROUP.write_text("19", encoding="ascii")
+
+
+def _leads_its_session() -> bool:
+    """Whether this process started its own session (so its scheduling group is its alone)."""
+    getsid = getattr(os, "getsid", None)
+    return getsid is not None and getsid(0) == os.getpid()
 
 
 def main(argv: list[str] | None = None) -> int:
