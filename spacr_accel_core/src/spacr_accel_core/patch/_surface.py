@@ -113,12 +113,13 @@ def _spectra(fields: list[np.ndarray], out: list[np.ndarray], row_bands: list[tu
 _scratch = threading.local()
 
 
-def _moving_spectrum(shape: tuple[int, int]) -> np.ndarray:
-    """This thread's array for the moving field's spectrum, kept from pair to pair (its pages
-    already touched); it never leaves :func:`spacr_surface`."""
-    kept: np.ndarray | None = getattr(_scratch, "moving", None)
+def _kept(name: str, shape: tuple[int, int], dtype: type[np.generic]) -> np.ndarray:
+    """This thread's working array ``name``, kept from pair to pair (its pages already touched:
+    see above); it never leaves :func:`spacr_surface`."""
+    kept: np.ndarray | None = getattr(_scratch, name, None)
     if kept is None or kept.shape != shape:
-        kept = _scratch.moving = np.empty(shape, np.complex128)
+        kept = np.empty(shape, dtype)
+        setattr(_scratch, name, kept)
     return kept
 
 
@@ -135,7 +136,7 @@ def spacr_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     half = width // 2 + 1
     row_bands = _bands(height, min(parts, height) or 1)
     column_bands = _bands(half, min(parts, half) or 1)
-    moving = _moving_spectrum((height, half))
+    moving = _kept("moving", (height, half), np.complex128)
     reference = LAST_REFERENCE.get(first)
     if reference is None:
         reference = np.empty((height, half), np.complex128)
@@ -145,7 +146,7 @@ def spacr_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
         _spectra([second], [moving], row_bands, column_bands)
 
     product = reference * np.conj(moving)  # spaCR's own expression on the whole array: see above
-    magnitude = np.empty((height, half), np.float64)
+    magnitude = _kept("magnitude", (height, half), np.float64)
 
     def normalise(start: int, stop: int) -> None:
         band, size = product[start:stop], magnitude[start:stop]
