@@ -180,3 +180,19 @@ def test_drawn_searches_are_spacrs(served_only: None, draw: int) -> None:
     got = ops_phenotype.seed_by_scaled_pairs(field.source, field.target, field.scale, **options)
     _same(got, original_of(ops_phenotype.seed_by_scaled_pairs)(field.source, field.target, field.scale, **options))
     assert _served(SEED) == 1
+
+
+def test_a_context_override_chooses_the_backend_that_scores_the_search(served_only: None) -> None:
+    """The search is scored on a worker thread of the seam's own and on the CPU pool: a
+    ``config.override`` around spaCR's call reaches both (it once did not, and numba scored it)."""
+    from spacr import ops_phenotype
+
+    from spacr_accel_core import config
+
+    field = anchor_field(sources=120, targets=400, degrees=-3.0, seed=3)
+    own = original_of(ops_phenotype.seed_by_scaled_pairs)
+    with config.override(backends=["numpy"], only=True):
+        got = ops_phenotype.seed_by_scaled_pairs(field.source, field.target, field.scale, trials=400)
+    _same(got, own(field.source, field.target, field.scale, trials=400))
+    row = _row(SEED)
+    assert row is not None and [backend for backend, _calls, _seconds in row.served] == ["numpy"]

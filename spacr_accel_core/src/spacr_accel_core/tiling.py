@@ -16,6 +16,7 @@ to import.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -76,6 +77,10 @@ def run_parts(work: Callable[..., _T], parts: Sequence[tuple[Any, ...]]) -> list
     a part): in a pool thread the nested call runs its parts one after another in that thread, since
     queued behind the pool's own busy threads they could wait for ever.
 
+    Each part runs in a copy of the caller's :mod:`contextvars` context, so a part sees what the
+    call does: a ``config.override`` in force (a part that calls an operation dispatches as its
+    caller would, not as the process's defaults say), and every other context variable.
+
     :returns: the results in the order of ``parts``; the first exception raised, after every
         part has finished.
     """
@@ -89,7 +94,8 @@ def run_parts(work: Callable[..., _T], parts: Sequence[tuple[Any, ...]]) -> list
 
                 _pool = ThreadPoolExecutor(max_workers=cpu_threads(), thread_name_prefix="spacr-accel-cpu",
                                            initializer=_mark_pool_thread)
-    futures = [_pool.submit(work, *part) for part in parts[1:]]
+    # one copy per part: a context may not be entered by two threads at once
+    futures = [_pool.submit(contextvars.copy_context().run, work, *part) for part in parts[1:]]
     try:
         first = work(*parts[0])
     finally:
