@@ -25,6 +25,7 @@ Any argument whose arithmetic is not plain float64 (a ``float32`` radius, an arr
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import itertools
 import math
@@ -252,8 +253,8 @@ def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, origi
             angles.append(angle)
             trials_of.append((drawn.anchor[trial], drawn.first[trial]))
             # in the caller's context: its config.override chooses the backend that scores
-            scored.append(scorer.submit(contextvars.copy_context().run, _scores, src, dst, scale,
-                                        _rotations(angle), *trials_of[-1], float(seed_radius))
+            scored.append(scorer.submit(contextvars.copy_context().run, functools.partial(
+                _scores, src, dst, scale, _rotations(angle), *trials_of[-1], float(seed_radius)))
                           if trial.size else None)
         answers = [(np.zeros(0, np.int64), "core") if part is None else part.result() for part in scored]
     scores = np.concatenate([part[0] for part in answers]) if answers else np.zeros(0, np.int64)
