@@ -196,3 +196,30 @@ def test_a_context_override_chooses_the_backend_that_scores_the_search(served_on
     _same(got, own(field.source, field.target, field.scale, trials=400))
     row = _row(SEED)
     assert row is not None and [backend for backend, _calls, _seconds in row.served] == ["numpy"]
+
+
+def test_a_generator_passed_as_the_seed_is_advanced_as_spacr_advances_it(served_only: None) -> None:
+    """A generator given as ``seed`` is shared (``default_rng`` returns it): the seam draws with its
+    own calls, so the answer and the generator's state after are spaCR's."""
+    from spacr import ops_phenotype
+
+    field = anchor_field(sources=120, targets=400, degrees=-3.0, seed=5)
+    mine, theirs = np.random.default_rng(21), np.random.default_rng(21)
+    got = ops_phenotype.seed_by_scaled_pairs(field.source, field.target, field.scale, trials=300, seed=mine)
+    own = original_of(ops_phenotype.seed_by_scaled_pairs)
+    _same(got, own(field.source, field.target, field.scale, trials=300, seed=theirs))
+    assert mine.bit_generator.state == theirs.bit_generator.state
+    assert _served(SEED) == 1
+
+
+def test_a_field_beyond_the_span_table_is_spacrs(served_only: None) -> None:
+    """More source points than the span table holds: each span is spaCR's own ``np.hypot`` call."""
+    from spacr import ops_phenotype
+
+    from spacr_accel_core.patch import _served_points
+
+    field = anchor_field(sources=_served_points._SPAN_TABLE + 40, targets=9000, degrees=2.0, seed=8)
+    own = original_of(ops_phenotype.seed_by_scaled_pairs)
+    got = ops_phenotype.seed_by_scaled_pairs(field.source, field.target, field.scale, trials=150)
+    _same(got, own(field.source, field.target, field.scale, trials=150))
+    assert _served(SEED) == 1

@@ -5,9 +5,11 @@ transform, in spaCR): the same answers, bit for bit, or the call left to spaCR.
 THE PAIR SEARCH IS SPACR'S OWN SEARCH, BATCHED. Its answer depends on every draw of its generator
 and on every float64 bit of every candidate, so nothing is drawn, skipped or computed otherwise:
 
-- the trials run in spaCR's order with spaCR's calls (``rng.choice(n, 2, replace=False)``, the
-  span test and its ``continue`` before ``rng.integers(m)``, the ball query of the target pair's
-  separation), so the generator's stream is spaCR's;
+- the trials are spaCR's, in spaCR's order: its ``rng.choice(n, 2, replace=False)``, the span
+  test and its ``continue`` before ``rng.integers(m)``, replayed from the generator's own stream
+  where this NumPy was checked to draw that way (spaCR's calls themselves otherwise, and for a
+  generator passed in as the seed), and the points of each trial's ball query that its annulus
+  keeps, in the tree's order (:mod:`._pair_trials`);
 - each candidate's tests (``l != k``, the separation's tolerance, the rotation bound) and its
   rotation and translation are spaCR's scalar NumPy expressions applied to arrays: the same
   ufuncs (``np.hypot``, ``np.arctan2``, ``%``, ``np.degrees``, ``np.cos``, ``np.sin``) give each
@@ -40,6 +42,7 @@ import numpy as np
 from .. import ops
 from ..tiling import cpu_threads, run_parts
 from ._outcome import PassThrough, served_by
+from ._pair_trials import _loop_draws, annulus_members, replay_draws, replay_is_numpys, replayable
 
 __all__ = ["attribute_reads", "seed_by_scaled_pairs"]
 
@@ -108,52 +111,64 @@ class _Trials:
 
 def _drawn(src: np.ndarray, dst: np.ndarray, tree: Any, scale: Any, trials: int, tolerance: Any,
            seed: Any) -> Iterator[_Trials]:
-    """spaCR's loop up to its ball query, call for call (the generator's stream is its own), in
+    """spaCR's loop up to its ball query, trial for trial (the generator's stream is its own), in
     chunks of :data:`CHUNK` trials that reached the query, so that a chunk's candidates are scored
     while the next is drawn."""
-    rng = np.random.default_rng(seed)
     extent = float(max(np.ptp(src[:, 0]), np.ptp(src[:, 1])))
     min_span = 0.2 * extent
+    count = max(1, int(trials))
+    if src.shape[0] <= _SPAN_TABLE:
+        # Every pair's span at once (``step[i, j]`` is ``src[j] - src[i]``, and ``np.hypot`` gives
+        # each element a scalar call's bits), for fields of up to 2,048 points (32 MiB).
+        step = src[None, :, :] - src[:, None, :]
+        spans = np.hypot(step[..., 0], step[..., 1])
+
+        def reaches(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+            return np.asarray(~(spans[i, j] < min_span), dtype=bool)  # spaCR's ``if span < min_span: continue``
+
+        if replayable(seed) and replay_is_numpys():
+            first, second, anchor = replay_draws(seed, src.shape[0], dst.shape[0], count, reaches)
+        else:
+            first, second, anchor = (np.asarray(drawn, np.int64)
+                                     for drawn in _loop_draws(seed, src.shape[0], dst.shape[0], count, reaches))
+        want = scale * spans[first, second]
+    else:
+        first, second, anchor, want = _far_draws(src, dst, seed, count, min_span, scale)
+    reach = want * (1.0 + tolerance)
+    for start in range(0, anchor.shape[0], CHUNK):
+        part = slice(start, start + CHUNK)
+        yield _queried(dst, tree, first[part], second[part], anchor[part], want[part], reach[part], tolerance)
+
+
+def _far_draws(src: np.ndarray, dst: np.ndarray, seed: Any, trials: int, min_span: float,
+               scale: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """spaCR's loop itself, for a field of more points than the span table holds: each span is
+    ``np.hypot`` of one pair, as spaCR computes it."""
+    rng = np.random.default_rng(seed)
     first: list[int] = []
     second: list[int] = []
     anchor: list[int] = []
     want: list[float] = []
-    reach: list[float] = []
-    # Every pair's span at once (``step[i, j]`` is ``src[j] - src[i]``, and ``np.hypot`` gives each
-    # element a scalar call's bits), for fields of up to 2,048 points (32 MiB).
-    spans = None
-    if src.shape[0] <= _SPAN_TABLE:
-        step = src[None, :, :] - src[:, None, :]
-        spans = np.hypot(step[..., 0], step[..., 1])
-    for _ in range(max(1, int(trials))):
+    for _ in range(trials):
         i, j = rng.choice(src.shape[0], size=2, replace=False)
-        span = float(spans[i, j]) if spans is not None else float(np.hypot(*(src[j] - src[i])))
+        span = float(np.hypot(*(src[j] - src[i])))
         if span < min_span:
             continue
-        wanted = scale * span
-        k = int(rng.integers(dst.shape[0]))
         first.append(int(i))
         second.append(int(j))
-        anchor.append(k)
-        want.append(wanted)
-        reach.append(wanted * (1.0 + tolerance))
-        if len(anchor) == CHUNK:
-            yield _queried(dst, tree, first, second, anchor, want, reach)
-            first, second, anchor, want, reach = [], [], [], [], []
-    if anchor:
-        yield _queried(dst, tree, first, second, anchor, want, reach)
+        anchor.append(int(rng.integers(dst.shape[0])))
+        want.append(scale * span)
+    return (np.asarray(first, np.int64), np.asarray(second, np.int64), np.asarray(anchor, np.int64),
+            np.asarray(want, np.float64))
 
 
-def _queried(dst: np.ndarray, tree: Any, first: list[int], second: list[int], anchor: list[int], want: list[float],
-             reach: list[float]) -> _Trials:
-    """A chunk of trials with its ball queries: one call for all of them, unsorted, each point's
-    list the one its own single-point query returns (the tree's order of its leaves), as spaCR's."""
-    found = tree.query_ball_point(dst[np.asarray(anchor, np.int64)].reshape(-1, 2), np.asarray(reach, np.float64),
-                                  return_sorted=False)
-    lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
-    partner = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64, count=int(lengths.sum()))
-    return _Trials(np.asarray(first, np.int64), np.asarray(second, np.int64), np.asarray(anchor, np.int64),
-                   np.asarray(want, np.float64), lengths, np.repeat(np.arange(len(found)), lengths), partner)
+def _queried(dst: np.ndarray, tree: Any, first: np.ndarray, second: np.ndarray, anchor: np.ndarray,
+             want: np.ndarray, reach: np.ndarray, tolerance: Any) -> _Trials:
+    """A chunk of trials with the points of each one's ball query that its candidates can come from
+    (the annulus of its separation, :func:`._pair_trials.annulus_members`), in the tree's order."""
+    low = np.maximum(want - want * tolerance, 0.0)
+    lengths, partner = annulus_members(dst, tree, anchor, low, reach)
+    return _Trials(first, second, anchor, want, lengths, np.repeat(np.arange(anchor.shape[0]), lengths), partner)
 
 
 def _candidates(src: np.ndarray, dst: np.ndarray, drawn: _Trials, tolerance: Any,
