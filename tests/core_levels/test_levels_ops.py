@@ -45,6 +45,21 @@ def test_the_result_types_are_numpys() -> None:
     assert type(got) is type(expected) is np.float32 and np.isnan(got)  # NumPy's NaN keeps the field's dtype
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba", "torch", None])
+@pytest.mark.parametrize("q", [np.float64(70.0), np.array(70.0), np.float32(0.0), 100.0, [70.0]])
+def test_a_stack_of_fields_that_all_hold_nan_is_numpys_field_by_field(backend: str | None, q: Any) -> None:
+    """NumPy answers a field holding NaN with that NaN in the field's dtype, even for a float64 ``q``
+    whose finite answers are float64: every field NaN, the stack's answers are float32; one finite
+    field among them, float64 (what the fields' answers stacked give)."""
+    if backend == "torch":
+        pytest.importorskip("torch")
+    every = np.full((3, 2, 2), np.nan, np.float32)
+    some = every.copy()
+    some[1] = 1.0
+    for stack in (every, some, every[:1]):
+        _same(ops.percentiles(stack, q, backend=backend), reference.percentiles(stack, q))
+
+
 def test_a_zero_whose_sign_follows_numpys_partition_is_numpys() -> None:
     """Both zeros in a field, read from the t >= 0.5 branch: the core asks NumPy for that field."""
     rng = np.random.default_rng(0)

@@ -30,10 +30,15 @@ def _forking_script() -> str:
     return script
 
 
-def _run(code: str, *args: str, timeout: float = 240) -> list[str]:
+def _run_with_log(code: str, *args: str, timeout: float = 240) -> tuple[list[str], str]:
+    """The script's lines, and what it logged (a warm-up that failed says why there)."""
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
                           env=_ONLY_CPU, timeout=timeout, check=True)
-    return done.stdout.splitlines()
+    return done.stdout.splitlines(), done.stderr
+
+
+def _run(code: str, *args: str, timeout: float = 240) -> list[str]:
+    return _run_with_log(code, *args, timeout=timeout)[0]
 
 
 def test_twenty_children_forked_at_any_moment_of_the_warm_up_answer_exactly_at_once() -> None:
@@ -45,10 +50,10 @@ def test_twenty_children_forked_at_any_moment_of_the_warm_up_answer_exactly_at_o
     warmed: list[str] = []
     script = _forking_script()
     for parent in range(4):
-        lines = _run(script, *(f"{moment:.3f}" for moment in moments[parent::4]))
+        lines, log = _run_with_log(script, *(f"{moment:.3f}" for moment in moments[parent::4]))
         answered += [line for line in lines if line.startswith("answered ")]
         warmed += [line for line in lines if line.startswith("warmed ")]
-        assert lines[-1] == "parent True", lines
+        assert lines[-1] == "parent True", (lines[-1], moments[parent::4].round(3).tolist(), log[-3000:])
     assert len(answered) == 20, answered  # a missing line is a child that hung
     for line in answered:
         _, exact, seconds = line.split()

@@ -196,7 +196,12 @@ def percentiles(stack: Any, q: Any, *, gpu: Any = True, backend: str | None = No
         if holding.any():
             if plan.scalar and array.ndim == 2:
                 return values[0, 0]  # NumPy answers the NaN its partition put last, in the field's dtype
-            result[holding] = values[holding, 0] if plan.scalar else values[holding, :1]
+            if plan.scalar and holding.all():
+                # each field's answer is that NaN in the field's dtype (a float64 q included), so the
+                # fields' answers stacked are in it too; one finite field makes them float64
+                result = values[:, 0].copy()
+            else:
+                result[holding] = values[holding, 0] if plan.scalar else values[holding, :1]
     result = _signed_zeros(result, plan, array, q)
     shaped = result.reshape((*array.shape[:-2], *result.shape[1:]))
     return shaped[()] if shaped.ndim == 0 else shaped
