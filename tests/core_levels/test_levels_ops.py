@@ -153,3 +153,20 @@ def test_dask_is_bit_identical_for_every_chunking() -> None:
               ops.rescale_fields(stack, 1.0, bounds[..., 0], bounds[..., 1]))
     with pytest.raises(TypeError, match="stack must hold real numbers"):
         sad.percentiles(da.from_array(np.array([["a"]])), 50)
+
+
+def test_dask_declares_the_finite_fields_dtype_for_a_stack_of_nan_fields() -> None:
+    """The one dtype that depends on the data (every field NaN, a float64 ``q``): a lazy array must
+    declare its dtype before reading the data, so it is the finite fields' float64, with the NaN."""
+    import dask.array as da
+
+    from spacr_accel_core import dask as accel_dask
+
+    every = np.full((4, 3, 3), np.nan, np.float32)
+    some = every.copy()
+    some[2] = 5.0
+    for stack in (every, some):
+        lazy = accel_dask.percentiles(da.from_array(stack, chunks=(1, 3, 3)), np.float64(70.0), gpu=False)
+        got = lazy.compute()
+        assert lazy.dtype == got.dtype == np.float64
+        assert np.array_equal(got, ops.percentiles(stack, np.float64(70.0)).astype(np.float64), equal_nan=True)

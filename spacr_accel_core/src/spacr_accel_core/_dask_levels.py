@@ -28,8 +28,12 @@ def _whole_fields(stack: Any) -> da.Array:
     return _sole_chunk(_sole_chunk(array, array.ndim - 2), array.ndim - 1)
 
 
-def _percentiles_block(block: np.ndarray, q: Any, gpu: bool, backend: str | None) -> np.ndarray:
-    answer = np.asarray(ops.percentiles(block, q, gpu=gpu, backend=backend))
+def _percentiles_block(block: np.ndarray, q: Any, gpu: bool, backend: str | None, dtype: np.dtype[Any]) -> np.ndarray:
+    # A stack whose every field holds NaN answers in the fields' dtype where a float64 q answers
+    # finite fields in float64 (NumPy's rule, ops.percentiles'): a dtype that depends on the data,
+    # which a dask array cannot declare. Each block answers in the dtype declared from finite
+    # fields, the same NaN values in it.
+    answer = np.asarray(ops.percentiles(block, q, gpu=gpu, backend=backend)).astype(dtype, copy=False)
     _record()
     return answer
 
@@ -42,9 +46,10 @@ def percentiles(stack: Any, q: Any, *, gpu: bool = True, backend: str | None = N
     sample = np.asarray(ops.percentiles(np.zeros((1, 1), dtype=array.dtype), checked, gpu=False))
     last = (array.ndim - 2, array.ndim - 1)
     if sample.ndim == 0:
-        return da.map_blocks(_percentiles_block, array, checked, gpu, backend, dtype=sample.dtype, drop_axis=last,
+        return da.map_blocks(_percentiles_block, array, checked, gpu, backend, sample.dtype, dtype=sample.dtype,
+                             drop_axis=last,
                              meta=np.empty((0,) * (array.ndim - 2), dtype=sample.dtype))
-    return da.map_blocks(_percentiles_block, array, checked, gpu, backend, dtype=sample.dtype,
+    return da.map_blocks(_percentiles_block, array, checked, gpu, backend, sample.dtype, dtype=sample.dtype,
                          drop_axis=last[1], chunks=(*array.chunks[:-2], (sample.shape[0],)),
                          meta=np.empty((0,) * (array.ndim - 1), dtype=sample.dtype))
 

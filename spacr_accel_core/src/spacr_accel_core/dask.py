@@ -374,7 +374,9 @@ def percentiles(stack: Any, q: Any, *, gpu: bool = True, backend: str | None = N
     :param gpu: ``False`` keeps every worker on the CPU.
     :param backend: force one backend by name on every worker.
     :returns: a lazy dask array ``(..., len(q))`` (``(...)`` for one percentile) in NumPy's dtype,
-        chunked like the leading axes.
+        chunked like the leading axes. One exception: where every field holds NaN, ``ops`` answers a
+        float64 ``q`` in the fields' dtype (NumPy's rule), a dtype that depends on the data; the
+        lazy array declares the dtype of finite fields' answers and gives the same NaN in it.
     :raises ValueError: as ``ops.percentiles``, or unknown chunk sizes.
     :raises TypeError: as ``ops.percentiles``.
     """
