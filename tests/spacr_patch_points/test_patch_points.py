@@ -212,13 +212,11 @@ def test_a_generator_passed_as_the_seed_is_advanced_as_spacr_advances_it(served_
     assert _served(SEED) == 1
 
 
-def test_a_field_beyond_the_span_table_is_spacrs(served_only: None) -> None:
-    """More source points than the span table holds: each span is spaCR's own ``np.hypot`` call."""
+def test_a_field_of_thousands_of_nuclei_is_spacrs(served_only: None) -> None:
+    """2,088 phenotype nuclei: each drawn pair's span is spaCR's ``np.hypot`` of that pair."""
     from spacr import ops_phenotype
 
-    from spacr_accel_core.patch import _served_points
-
-    field = anchor_field(sources=_served_points._SPAN_TABLE + 40, targets=9000, degrees=2.0, seed=8)
+    field = anchor_field(sources=2088, targets=9000, degrees=2.0, seed=8)
     own = original_of(ops_phenotype.seed_by_scaled_pairs)
     got = ops_phenotype.seed_by_scaled_pairs(field.source, field.target, field.scale, trials=150)
     _same(got, own(field.source, field.target, field.scale, trials=150))

@@ -37,11 +37,17 @@ import numpy as np
 
 from ..tiling import cpu_threads, run_parts
 
-__all__ = ["annulus_members", "replay_draws", "replay_is_numpys"]
+__all__ = ["annulus_members", "generator_draws", "replay_draws", "replay_is_numpys", "replayable"]
 
 _log = logging.getLogger(__name__)
 
 _WORD = np.uint64(0xFFFFFFFF)
+
+SpanTest = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""spaCR's span test, elementwise: True where the drawn pair ``(i, j)`` goes on to draw its target."""
+
+Draws = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""int64 ``first``, ``second``, ``anchor`` of the trials that drew a target, in spaCR's order."""
 
 EDGE = 1e-9
 """Relative band around a ball's squared radius where the tree's own comparison is asked."""
@@ -72,8 +78,7 @@ def _bounded(words: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
     return value[first], first + 1
 
 
-def _chain(words: np.ndarray, sources: int, targets: int,
-           reaches: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, ...]:
+def _chain(words: np.ndarray, sources: int, targets: int, reaches: SpanTest) -> tuple[np.ndarray, ...]:
     """Per stream position: the pair a trial starting there draws, whether it reaches the target draw,
     that draw, and where the next trial starts (``len(words) + 1`` where the stream ran out)."""
     end = words.shape[0]
@@ -82,13 +87,14 @@ def _chain(words: np.ndarray, sources: int, targets: int,
     coin, after_coin = _bounded(words, 1)
     target, after_target = _bounded(words, targets - 1)
     first_value, second_at = low, after_low
-    drawn_second = high[np.minimum(second_at, end)]
-    coin_at = np.minimum(after_high[np.minimum(second_at, end)], end)
+    second_in = np.minimum(second_at, end)
+    drawn_second, coin_from = high[second_in], after_high[second_in]
+    coin_at = np.minimum(coin_from, end)
     second_value = np.where(drawn_second == first_value, sources - 1, drawn_second)
     swap = coin[coin_at] == 0
     i, j = np.where(swap, second_value, first_value), np.where(swap, first_value, second_value)
     shuffled_to = after_coin[coin_at]
-    inside = (second_at <= end) & (after_high[np.minimum(second_at, end)] <= end) & (shuffled_to <= end)
+    inside = (second_at <= end) & (coin_from <= end) & (shuffled_to <= end)
     reached = np.zeros(end + 1, bool)
     reached[inside] = reaches(i[inside], j[inside])
     k = target[np.minimum(shuffled_to, end)]
@@ -98,8 +104,7 @@ def _chain(words: np.ndarray, sources: int, targets: int,
     return i, j, k, reached, following
 
 
-def replay_draws(seed: Any, sources: int, targets: int, trials: int,
-                 reaches: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def replay_draws(seed: Any, sources: int, targets: int, trials: int, reaches: SpanTest) -> Draws:
     """spaCR's loop's draws: for each trial that passed the span test, its ``(i, j)`` and ``k``.
 
     :param seed: what spaCR passes to ``np.random.default_rng``: ``None`` or an integer.
@@ -107,7 +112,7 @@ def replay_draws(seed: Any, sources: int, targets: int, trials: int,
     :param targets: ``m`` of ``rng.integers(m)`` (at least 1).
     :param trials: the loop's count.
     :param reaches: the span test, elementwise: True where the pair ``(i, j)`` goes on to draw ``k``.
-    :returns: int64 ``first``, ``second``, ``anchor`` of the trials that drew a target, in order.
+    :returns: :data:`Draws`.
     """
     length = 4 * trials + 64  # three words a trial, four with its target; rejections are rare
     while True:
@@ -127,9 +132,9 @@ def replay_draws(seed: Any, sources: int, targets: int, trials: int,
         length *= 2
 
 
-def _loop_draws(seed: Any, sources: int, targets: int, trials: int,
-                reaches: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[list[int], list[int], list[int]]:
-    """The generator's own calls, in spaCR's loop: what :func:`replay_draws` is checked against."""
+def generator_draws(seed: Any, sources: int, targets: int, trials: int, reaches: SpanTest) -> Draws:
+    """The generator's own calls in spaCR's loop (what :func:`replay_draws` is checked against, and
+    what draws where it cannot replay): the same arguments and answer."""
     rng = np.random.default_rng(seed)
     first: list[int] = []
     second: list[int] = []
@@ -140,7 +145,7 @@ def _loop_draws(seed: Any, sources: int, targets: int, trials: int,
             first.append(int(i))
             second.append(int(j))
             anchor.append(int(rng.integers(targets)))
-    return first, second, anchor
+    return np.asarray(first, np.int64), np.asarray(second, np.int64), np.asarray(anchor, np.int64)
 
 
 def _probe_reaches(i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -161,8 +166,8 @@ def replay_is_numpys() -> bool:
                 same = True
                 for seed, sources, targets in ((0, 600, 2678), (7, 2, 1), (11, 3 * 2**30, 2**31 + 1)):
                     got = replay_draws(seed, sources, targets, 120, _probe_reaches)
-                    want = _loop_draws(seed, sources, targets, 120, _probe_reaches)
-                    same = same and all(a.tolist() == b for a, b in zip(got, want, strict=True))
+                    want = generator_draws(seed, sources, targets, 120, _probe_reaches)
+                    same = same and all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
                 if not same:
                     _log.debug("NumPy's generator draws otherwise than the replay; seed_by_scaled_pairs "
                                "draws with spaCR's own loop")

@@ -42,7 +42,7 @@ import numpy as np
 from .. import ops
 from ..tiling import cpu_threads, run_parts
 from ._outcome import PassThrough, served_by
-from ._pair_trials import _loop_draws, annulus_members, replay_draws, replay_is_numpys, replayable
+from ._pair_trials import annulus_members, generator_draws, replay_draws, replay_is_numpys, replayable
 
 __all__ = ["attribute_reads", "seed_by_scaled_pairs"]
 
@@ -52,10 +52,6 @@ CHUNK = 1024
 BATCH = 256
 """Candidate transforms moved and scored at once: ``BATCH x N x 2`` float64 (2.5 MB for 600 nuclei,
 kept in cache between the product, the scaling, the translation and the count)."""
-
-
-_SPAN_TABLE = 2048
-"""Source points up to which every pair's span is computed before the trials, not one per trial."""
 
 
 def _plain(value: Any, name: str) -> Any:
@@ -116,50 +112,24 @@ def _drawn(src: np.ndarray, dst: np.ndarray, tree: Any, scale: Any, trials: int,
     while the next is drawn."""
     extent = float(max(np.ptp(src[:, 0]), np.ptp(src[:, 1])))
     min_span = 0.2 * extent
-    count = max(1, int(trials))
-    if src.shape[0] <= _SPAN_TABLE:
-        # Every pair's span at once (``step[i, j]`` is ``src[j] - src[i]``, and ``np.hypot`` gives
-        # each element a scalar call's bits), for fields of up to 2,048 points (32 MiB).
-        step = src[None, :, :] - src[:, None, :]
-        spans = np.hypot(step[..., 0], step[..., 1])
 
-        def reaches(i: np.ndarray, j: np.ndarray) -> np.ndarray:
-            return np.asarray(~(spans[i, j] < min_span), dtype=bool)  # spaCR's ``if span < min_span: continue``
+    def spans(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        # spaCR's ``np.hypot(*(src[j] - src[i]))`` pair by pair: the ufunc gives each element a
+        # scalar call's bits
+        step = src[j] - src[i]
+        return np.asarray(np.hypot(step[:, 0], step[:, 1]))
 
-        if replayable(seed) and replay_is_numpys():
-            first, second, anchor = replay_draws(seed, src.shape[0], dst.shape[0], count, reaches)
-        else:
-            first, second, anchor = (np.asarray(drawn, np.int64)
-                                     for drawn in _loop_draws(seed, src.shape[0], dst.shape[0], count, reaches))
-        want = scale * spans[first, second]
-    else:
-        first, second, anchor, want = _far_draws(src, dst, seed, count, min_span, scale)
+    def reaches(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return np.asarray(~(spans(i, j) < min_span), dtype=bool)  # spaCR's ``if span < min_span: continue``
+
+    count, sources, targets = max(1, int(trials)), src.shape[0], dst.shape[0]
+    draw = replay_draws if replayable(seed) and replay_is_numpys() else generator_draws
+    first, second, anchor = draw(seed, sources, targets, count, reaches)
+    want = scale * spans(first, second)
     reach = want * (1.0 + tolerance)
     for start in range(0, anchor.shape[0], CHUNK):
         part = slice(start, start + CHUNK)
         yield _queried(dst, tree, first[part], second[part], anchor[part], want[part], reach[part], tolerance)
-
-
-def _far_draws(src: np.ndarray, dst: np.ndarray, seed: Any, trials: int, min_span: float,
-               scale: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """spaCR's loop itself, for a field of more points than the span table holds: each span is
-    ``np.hypot`` of one pair, as spaCR computes it."""
-    rng = np.random.default_rng(seed)
-    first: list[int] = []
-    second: list[int] = []
-    anchor: list[int] = []
-    want: list[float] = []
-    for _ in range(trials):
-        i, j = rng.choice(src.shape[0], size=2, replace=False)
-        span = float(np.hypot(*(src[j] - src[i])))
-        if span < min_span:
-            continue
-        first.append(int(i))
-        second.append(int(j))
-        anchor.append(int(rng.integers(dst.shape[0])))
-        want.append(scale * span)
-    return (np.asarray(first, np.int64), np.asarray(second, np.int64), np.asarray(anchor, np.int64),
-            np.asarray(want, np.float64))
 
 
 def _queried(dst: np.ndarray, tree: Any, first: np.ndarray, second: np.ndarray, anchor: np.ndarray,
@@ -176,20 +146,15 @@ def _candidates(src: np.ndarray, dst: np.ndarray, drawn: _Trials, tolerance: Any
     """The candidates spaCR scores, in its order: each one's trial and angle (spaCR's per-candidate
     tests, elementwise).
 
-    A superset of the annulus is taken first by the squared separation (``np.hypot`` lies within
-    an ulp of its square root, far inside the ``1e-6`` margin), so that spaCR's own tests (``l !=
-    k``, ``abs(got - want) > want * tolerance`` on ``np.hypot``'s bits) run on the annulus alone."""
+    ``drawn`` holds only the ball's points in a superset of the annulus (:func:`_queried`: by the
+    squared separation, ``np.hypot`` lying within an ulp of its square root, far inside the
+    ``1e-6`` margin), so spaCR's own tests (``l != k``, ``abs(got - want) > want * tolerance`` on
+    ``np.hypot``'s bits) run on the annulus alone."""
     lengths = drawn.lengths
-    down = dst[drawn.partner, 0] - np.repeat(dst[drawn.anchor, 0], lengths)
-    across = dst[drawn.partner, 1] - np.repeat(dst[drawn.anchor, 1], lengths)
-    low = np.maximum(drawn.want - drawn.want * tolerance, 0.0)
-    high = drawn.want + drawn.want * tolerance
-    squared = down * down + across * across
-    near = np.flatnonzero((squared >= np.repeat(low * low * (1.0 - 1e-6), lengths))
-                          & (squared <= np.repeat(high * high * (1.0 + 1e-6), lengths)))
-    trial = drawn.trial[near]
-    step_y, step_x = down[near], across[near]
-    keep = drawn.partner[near] != drawn.anchor[trial]
+    step_y = dst[drawn.partner, 0] - np.repeat(dst[drawn.anchor, 0], lengths)
+    step_x = dst[drawn.partner, 1] - np.repeat(dst[drawn.anchor, 1], lengths)
+    trial = drawn.trial
+    keep = drawn.partner != drawn.anchor[trial]
     trial, step_y, step_x = trial[keep], step_y[keep], step_x[keep]
     got = np.hypot(step_y, step_x)
     want = drawn.want[trial]
