@@ -203,6 +203,8 @@ class Installer:
                     "spacr.ops_register")
             elif needed == "accel":
                 context["accel"] = module
+            elif needed == "module":
+                context["module"] = module
         replacement = self._wrap(seam.name, seam.way, original, context)
         setattr(replacement, _ORIGINAL, original)
         # a name bound from a module patched first (ops_cycles' phase_correlate) is put back as spaCR's own

@@ -20,6 +20,7 @@ import numpy as np
 from .. import ops
 from ._floor import above_floor
 from ._outcome import PassThrough, served_by
+from ._served_align import align_field as _align_field
 from ._served_levels import clipped as _clipped
 from ._served_levels import sbs_mean_target as _sbs_mean_target
 from ._served_planes import estimate_read_locations as _estimate_read_locations
@@ -254,6 +255,7 @@ SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "attribute_reads": _attribute_reads,
     "seed_by_scaled_pairs": _seed_by_scaled_pairs,
     "translate": _translate,
+    "align_field": _align_field,
     "spot_score": _estimate_read_locations,
     "clipped": _clipped,
     "sbs_mean_target": _sbs_mean_target,

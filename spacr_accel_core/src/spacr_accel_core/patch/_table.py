@@ -23,7 +23,8 @@ class Seam:
     :param attribute: the name.
     :param way: the key of :data:`._served.SERVED` that serves it.
     :param context: extra keywords the way is given: ``"original"`` (spaCR's own function),
-        ``"register"`` (the ``spacr.ops_register`` module, whose backend order spaCR consults).
+        ``"register"`` (the ``spacr.ops_register`` module, whose backend order spaCR consults),
+        ``"accel"`` or ``"module"`` (the module holding the name, whose other functions the way calls).
     """
 
     module: str
@@ -96,6 +97,7 @@ SPACR_1_5 = SeamTable(
         Seam("spacr.ops_sbs", "attribute_reads", "attribute_reads", ("original",)),
         Seam("spacr.ops_phenotype", "seed_by_scaled_pairs", "seed_by_scaled_pairs", ("original",)),
         Seam("spacr.ops_cycles", "_translate", "translate"),
+        Seam("spacr.ops_cycles", "align_field", "align_field", ("original", "module")),
         Seam("spacr.ops_cycles", "_clipped", "clipped", ("original",)),
         Seam("spacr.ops_cycles", "sbs_mean_target", "sbs_mean_target"),
         Seam("spacr.ops_sbs", "estimate_read_locations", "spot_score"),

@@ -1,0 +1,152 @@
+"""How the patch serves ``spacr.ops_cycles.align_field``: spaCR's registrations, every one of them
+through spaCR's own functions (and so through the seams), with the field's pixels moved twice, each
+time straight into its place, instead of copied four times on the way to the answer.
+
+WHY A SEAM AROUND THE REGISTRATIONS. spaCR's ``align_field`` moves an 11-cycle x 4-channel
+1480 x 1480 field's pixels through four copies: each channel's ``_translate`` onto its cycle's first
+channel (33 copies of 8.8 MB), each cycle's ``np.stack`` of its channels (11 arrays of 35 MB), each
+cycle's ``_translate`` onto the reference (10 more of 35 MB) and the final ``np.stack`` of the
+cycles (385 MB): 1.4 GB of fresh memory a field, each array above glibc's 32 MiB mapping threshold
+a new mapping whose pages the kernel zeroes and faults in one by one. This seam writes each
+channel's moved pixels straight into one ``(cycles, channels, Y, X)`` float32 array, and after the
+cycle registrations each cycle's moved pixels straight into the answer: 770 MB, and a decode's peak
+memory 877 MiB instead of 1,136 MiB (``tracemalloc`` over spaCR's ``_decode_field`` of such a
+field, patched with and without this seam). The first array is freed as the seam returns, just
+before spaCR's spot step allocates an array of the same size: moving each cycle in place instead
+(one array fewer) left that step to fault in pages nobody had used for seconds, which on a virtual
+machine cost as much as the copies saved (its spot step 0.3 s a field became 0.5 to 1.4 s).
+
+WHAT STAYS spaCR's. Every registration is a call of the module's own ``_clipped``,
+``phase_correlate``, ``sbs_mean_target``, ``register_cycles`` and ``accepted_cycles``, with spaCR's
+arguments, in spaCR's order (all channel registrations, cycle by cycle, then the targets, then the
+cycles), so each is served or left to spaCR by its own seam and counted there. What the seam does
+itself is what spaCR's ``_translate`` does (a whole-pixel move with zero fill, the pixels' bits as
+they are) and what its ``np.stack`` does.
+
+WHAT IS LEFT TO spaCR: any field its own code would read otherwise, or refuse: planes that are not
+a mapping with integer cycles, a plane that is not a plain non-empty 2-D ndarray of real numbers,
+planes or cycles of different shapes or channel counts (spaCR's ``np.stack`` raises), no usable
+cycle, or a reference that has no planes (spaCR raises, with its own message).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ._outcome import PassThrough
+
+__all__ = ["align_field"]
+
+_SPACRS: Any = object()
+"""Marks an argument not given: spaCR's own default, read off its function at the call."""
+
+
+def _place(out: np.ndarray, image: np.ndarray, dy: int, dx: int) -> None:
+    """``out`` = spaCR's ``_translate(image, dy, dx)``: ``image`` moved ``dy`` rows down and ``dx``
+    columns right, the gap zero, each pixel's bits as they are (``image`` has ``out``'s dtype)."""
+    height, width = out.shape
+    if abs(dy) >= height or abs(dx) >= width:
+        out.fill(0)
+        return
+    top, bottom = max(dy, 0), height + min(dy, 0)
+    left, right = max(dx, 0), width + min(dx, 0)
+    out[top:bottom, left:right] = image[max(-dy, 0):height + min(-dy, 0), max(-dx, 0):width + min(-dx, 0)]
+    out[:top] = 0
+    out[bottom:] = 0
+    out[top:bottom, :left] = 0
+    out[top:bottom, right:] = 0
+
+
+def _usable(planes: Any) -> tuple[dict[int, list[np.ndarray]], list[int], tuple[int, int, int]]:
+    """spaCR's split of the offered cycles into usable and missing, and the common ``(channels, Y, X)``,
+    or a pass-through where spaCR's own code would read the planes otherwise."""
+    if not isinstance(planes, Mapping):
+        raise PassThrough("planes that are not a mapping of cycles")
+    if not all(isinstance(cycle, numbers.Integral) and not isinstance(cycle, bool) for cycle in planes):
+        raise PassThrough("a cycle that is not an integer")
+    usable: dict[int, list[np.ndarray]] = {}
+    missing: list[int] = []
+    for cycle in sorted(planes):
+        offered = planes[cycle]
+        if offered is None or len(offered) == 0 or any(plane is None for plane in offered):
+            missing.append(int(cycle))
+        else:
+            usable[int(cycle)] = list(offered)
+    if not usable:
+        raise PassThrough("no cycle has planes (spaCR raises)")
+    layout: set[tuple[int, int, int]] = set()
+    for offered in usable.values():
+        for plane in offered:
+            if type(plane) is not np.ndarray or plane.dtype.kind not in "biuf" or plane.ndim != 2:
+                raise PassThrough("a plane that is not a plain 2-D ndarray of real numbers")
+        layout.update((len(offered), *plane.shape) for plane in offered)
+    if len(layout) != 1:
+        raise PassThrough("cycles or planes of different shapes (spaCR's np.stack raises)")
+    shape = layout.pop()
+    if not shape[1] * shape[2]:
+        raise PassThrough("empty planes (spaCR's percentile raises)")
+    return usable, missing, shape
+
+
+def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS, gpu: Any = True,
+                original: Callable[..., Any], module: ModuleType) -> tuple[Any, str]:
+    """``spacr.ops_cycles.align_field``: spaCR's registrations, the pixels moved into place (see above).
+
+    :param module: ``spacr.ops_cycles``, whose functions (patched or not) register the field.
+    :returns: spaCR's ``AlignedField``, and ``"core"``: the moves are the core's own.
+    """
+    if tolerance is _SPACRS:
+        tolerance = (original.__kwdefaults__ or {})["tolerance"]
+    usable, missing, (channels, height, width) = _usable(planes)
+    if reference is None:
+        reference = min(usable)
+    if reference not in usable:
+        raise PassThrough("the reference cycle has no planes (spaCR raises)")
+
+    clipped, correlate = module._clipped, module.phase_correlate
+    moved = np.empty((len(usable), channels, height, width), np.float32)
+    slot = {cycle: index for index, cycle in enumerate(usable)}
+    channel_shifts: dict[int, tuple[tuple[int, int], ...]] = {}
+    refused_channels: list[tuple[int, int]] = []
+    for cycle, offered in usable.items():
+        layer = moved[slot[cycle]]
+        first = np.asarray(offered[0], dtype=np.float32)
+        base = clipped(first)
+        layer[0] = first
+        shifts = [(0, 0)]
+        for channel, given in enumerate(offered[1:], start=1):
+            plane = np.asarray(given, dtype=np.float32)
+            found = correlate(base, clipped(plane), expected=(0, 0), tolerance=module._CHANNEL_TOLERANCE, gpu=gpu)
+            shift = (int(found.dy), int(found.dx)) if found.accepted else (0, 0)
+            if not found.accepted:
+                refused_channels.append((cycle, channel))
+            _place(layer[channel], plane, *shift)
+            shifts.append(shift)
+        channel_shifts[cycle] = tuple(shifts)
+
+    target = module.sbs_mean_target(list(moved[slot[reference]]))
+    others = {cycle: module.sbs_mean_target(list(moved[slot[cycle]])) for cycle in usable if cycle != reference}
+    registrations = module.register_cycles(target, others, tolerance=tolerance, gpu=gpu)
+    kept = sorted([reference, *module.accepted_cycles(registrations)])
+    cycle_shifts: dict[Any, tuple[int, int]] = {reference: (0, 0)}
+    for cycle in kept:
+        if cycle != reference:
+            found = registrations[cycle]
+            cycle_shifts[cycle] = (int(found.dy), int(found.dx))
+
+    stack = np.empty((len(kept), channels, height, width), np.float32)
+    for index, cycle in enumerate(kept):
+        dy, dx = cycle_shifts[cycle]
+        source, layer = moved[slot[cycle]], stack[index]
+        for channel in range(channels):
+            _place(layer[channel], source[channel], dy, dx)
+    refused = tuple(sorted(cycle for cycle, found in registrations.items() if not found.accepted))
+    answer = module.AlignedField(stack=stack, kept=tuple(kept), refused=refused, missing=tuple(missing),
+                                 channel_shifts=channel_shifts, cycle_shifts=cycle_shifts,
+                                 refused_channels=tuple(refused_channels))
+    return answer, "core"
