@@ -67,6 +67,21 @@ def test_clipped_and_the_target_are_spacrs_bits(served_only: None) -> None:
     assert served_clipped == 24 and served_target >= 20
 
 
+@pytest.mark.parametrize("channels", [1, 2, 4])
+def test_the_target_of_large_channels_is_spacrs(served_only: None, channels: int) -> None:
+    """Channels large enough to be maximised in bands of row blocks (541 rows: bands and blocks that
+    do not divide them), the brightest pixel of each channel in a different block."""
+    import spacr.ops_cycles as cycles
+
+    planes = _channels(np.random.default_rng(12), channels, (541, 530))
+    for index, plane in enumerate(planes):
+        plane[100 + 130 * index, 7] = np.float32(9000.0 + index)
+    own = original_of(cycles.sbs_mean_target)
+    for keywords in ({}, {"percentile": 99.9999, "cutoff": 5000.0}):
+        _same(cycles.sbs_mean_target(planes, **keywords), own(planes, **keywords))
+    assert _counts(TARGET) == (2, 0)
+
+
 def test_the_channel_alignment_of_a_field_is_spacrs(served_only: None) -> None:
     """align_field end to end (both seams and the registrations between them): the same stack and shifts."""
     import spacr.ops_cycles as cycles
