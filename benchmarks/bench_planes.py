@@ -5,7 +5,10 @@ one run.
 WHAT IS TIMED. A field's decode calls ``spacr.ops_cycles._translate`` 43 times (each 1480 x 1480
 float32 base channel but the reference moved by its registered shift) and
 ``spacr.ops_sbs.estimate_read_locations`` once (the standard deviation over 11 cycles, then the mean
-over 4 channels, of the whole 11 x 4 x 1480 x 1480 stack). Each is run as spaCR's own function and as
+over 4 channels, of the whole 11 x 4 x 1480 x 1480 stack), and both run inside
+``spacr.ops_cycles.align_field``, which the patch serves whole (its registrations through their own
+seams, the pixels copied twice instead of spaCR's four times). Each is run as
+spaCR's own function and as
 the patch serves it (``patch.install()``; the registry's best backend, numba warmed first),
 interleaved, the best of ``--repeat`` runs each. Then each backend's ``ops.translate`` of the 43
 planes in one call (one shift per plane) against spaCR's 43 calls, and each backend's
@@ -35,7 +38,9 @@ import numpy as np
 
 from spacr_accel_core import ops, patch, warm_up
 from spacr_accel_core.dispatch._registry import REGISTRY
+from spacr_accel_core.patch._calls import first_difference
 from spacr_accel_core.patch._install import original_of
+from spacr_accel_core.testing import sbs_field
 
 
 def _side_by_side(theirs: Callable[[], Any], mine: Callable[[], Any], repeat: int) -> tuple[float, Any, float, Any]:
@@ -105,6 +110,20 @@ def main(argv: list[str] | None = None) -> int:
                                                               options.repeat)
         _same(got, expected_score, "estimate_read_locations")
         rows.append(("estimate_read_locations (patched)", spent_own, spent))
+        # the alignment seam against spaCR's own align_field on a synthetic field whose channels and
+        # cycles really move, both registering through the same served seams: the difference is
+        # spaCR's copies of the pixels
+        synthetic = sbs_field(size=stack.shape[-1], spots=2 * stack.shape[-1], cycles=stack.shape[0])
+        field = {cycle: [synthetic.read_plane(source) for source in sources]
+                 for cycle, sources in synthetic.task["planes"].items()}
+        align = spacr_cycles.align_field
+        own_align = original_of(align)
+        spent_own, expected_field, spent, got_field = _side_by_side(
+            lambda: own_align(field), lambda: align(field), options.repeat)
+        difference = first_difference(got_field, expected_field)
+        if difference is not None:
+            raise SystemExit(f"align_field: the answer differs from spaCR's: {difference}")
+        rows.append(("align_field (registrations alike)", spent_own, spent))
         report = patch.report()
     finally:
         patch.uninstall()
@@ -137,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, own, mine in rows:
         print(f"{label:<40} {own * 1e3:>10.1f}ms {mine * 1e3:>8.1f}ms {own / mine:>8.2f}x")
     for seam in report.seams:
-        if seam.seam.endswith(("_translate", "estimate_read_locations")):
+        if seam.seam.endswith(("_translate", "estimate_read_locations", "align_field")):
             served = ", ".join(f"{name} ({calls})" for name, calls, _ in seam.served)
             passed = ", ".join(f"{why} ({calls})" for why, calls, _ in seam.passed)
             print(f"{seam.seam}: " + "; ".join(filter(None, [served and f"served by {served}",

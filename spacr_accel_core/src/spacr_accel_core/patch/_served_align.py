@@ -1,20 +1,25 @@
 """How the patch serves ``spacr.ops_cycles.align_field``: spaCR's registrations, every one of them
-through spaCR's own functions (and so through the seams), with the field's pixels moved twice, each
-time straight into its place, instead of copied four times on the way to the answer.
+through spaCR's own functions (and so through the seams), with the field's pixels copied twice
+instead of four times on the way to the answer.
 
 WHY A SEAM AROUND THE REGISTRATIONS. spaCR's ``align_field`` moves an 11-cycle x 4-channel
 1480 x 1480 field's pixels through four copies: each channel's ``_translate`` onto its cycle's first
 channel (33 copies of 8.8 MB), each cycle's ``np.stack`` of its channels (11 arrays of 35 MB), each
 cycle's ``_translate`` onto the reference (10 more of 35 MB) and the final ``np.stack`` of the
-cycles (385 MB): 1.4 GB of fresh memory a field, each array above glibc's 32 MiB mapping threshold
-a new mapping whose pages the kernel zeroes and faults in one by one. This seam writes each
-channel's moved pixels straight into one ``(cycles, channels, Y, X)`` float32 array, and after the
-cycle registrations each cycle's moved pixels straight into the answer: 770 MB, and a decode's peak
-memory 877 MiB instead of 1,136 MiB (``tracemalloc`` over spaCR's ``_decode_field`` of such a
-field, patched with and without this seam). The first array is freed as the seam returns, just
-before spaCR's spot step allocates an array of the same size: moving each cycle in place instead
-(one array fewer) left that step to fault in pages nobody had used for seconds, which on a virtual
-machine cost as much as the copies saved (its spot step 0.3 s a field became 0.5 to 1.4 s).
+cycles (385 MB): 1.4 GB a field, each array above glibc's 32 MiB mapping threshold a new mapping
+whose pages the kernel zeroes and faults in one by one. This seam moves each channel into a plane
+of its own, as ``_translate`` does (a channel that does not move is used as it is: spaCR's copy of
+it holds the same values), and after the cycle registrations moves each cycle's planes straight
+into the answer. A decode's peak memory is 795 MiB instead of 1,136 MiB (``tracemalloc`` over
+spaCR's ``_decode_field`` of such a field, patched with and without this seam; maximum resident
+1,562 MiB against 1,879 MiB).
+
+TWO SHAPES TRIED FIRST. All the moved channels in one array of every cycle, the answer apart:
+each call a fresh 385 MB mapping, and a field whose cycles were refused still paid for all of them
+(10 of 11 refused: 3.3 s against spaCR's 2.6 s, ``benchmarks/bench_planes.py``). Every cycle
+moved in that array's place, the array the answer: one copy fewer, but spaCR's spot step, which
+allocates an array of the field's size right after the alignment, then had to fault in pages no
+process had used for seconds (on a virtual machine, 0.3 s a field became 0.5 to 1.4 s).
 
 WHAT STAYS spaCR's. Every registration is a call of the module's own ``_clipped``,
 ``phase_correlate``, ``sbs_mean_target``, ``register_cycles`` and ``accepted_cycles``, with spaCR's
@@ -109,28 +114,30 @@ def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS,
         raise PassThrough("the reference cycle has no planes (spaCR raises)")
 
     clipped, correlate = module._clipped, module.phase_correlate
-    moved = np.empty((len(usable), channels, height, width), np.float32)
-    slot = {cycle: index for index, cycle in enumerate(usable)}
+    moved: dict[int, list[np.ndarray]] = {}  # each cycle's channels on its first channel
     channel_shifts: dict[int, tuple[tuple[int, int], ...]] = {}
     refused_channels: list[tuple[int, int]] = []
     for cycle, offered in usable.items():
-        layer = moved[slot[cycle]]
         first = np.asarray(offered[0], dtype=np.float32)
         base = clipped(first)
-        layer[0] = first
-        shifts = [(0, 0)]
+        layers, shifts = [first], [(0, 0)]
         for channel, given in enumerate(offered[1:], start=1):
             plane = np.asarray(given, dtype=np.float32)
             found = correlate(base, clipped(plane), expected=(0, 0), tolerance=module._CHANNEL_TOLERANCE, gpu=gpu)
             shift = (int(found.dy), int(found.dx)) if found.accepted else (0, 0)
             if not found.accepted:
                 refused_channels.append((cycle, channel))
-            _place(layer[channel], plane, *shift)
+            if shift != (0, 0):
+                layer = np.empty((height, width), np.float32)
+                _place(layer, plane, *shift)
+                plane = layer
+            layers.append(plane)
             shifts.append(shift)
+        moved[cycle] = layers
         channel_shifts[cycle] = tuple(shifts)
 
-    target = module.sbs_mean_target(list(moved[slot[reference]]))
-    others = {cycle: module.sbs_mean_target(list(moved[slot[cycle]])) for cycle in usable if cycle != reference}
+    target = module.sbs_mean_target(moved[reference])
+    others = {cycle: module.sbs_mean_target(moved[cycle]) for cycle in usable if cycle != reference}
     registrations = module.register_cycles(target, others, tolerance=tolerance, gpu=gpu)
     kept = sorted([reference, *module.accepted_cycles(registrations)])
     cycle_shifts: dict[Any, tuple[int, int]] = {reference: (0, 0)}
@@ -141,10 +148,8 @@ def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS,
 
     stack = np.empty((len(kept), channels, height, width), np.float32)
     for index, cycle in enumerate(kept):
-        dy, dx = cycle_shifts[cycle]
-        source, layer = moved[slot[cycle]], stack[index]
-        for channel in range(channels):
-            _place(layer[channel], source[channel], dy, dx)
+        for channel, layer in enumerate(moved[cycle]):
+            _place(stack[index, channel], layer, *cycle_shifts[cycle])
     refused = tuple(sorted(cycle for cycle, found in registrations.items() if not found.accepted))
     answer = module.AlignedField(stack=stack, kept=tuple(kept), refused=refused, missing=tuple(missing),
                                  channel_shifts=channel_shifts, cycle_shifts=cycle_shifts,
