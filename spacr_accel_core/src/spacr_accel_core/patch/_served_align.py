@@ -110,6 +110,35 @@ def _usable(planes: Any) -> tuple[dict[int, list[np.ndarray]], list[int], tuple[
     return usable, missing, shape
 
 
+def _channels_moved(usable: dict[int, list[np.ndarray]], module: ModuleType, gpu: Any) -> tuple[
+        dict[int, list[np.ndarray]], dict[int, tuple[tuple[int, int], ...]], list[tuple[int, int]]]:
+    """Each cycle's channels registered on its first channel by spaCR's own calls, in spaCR's order,
+    and moved there: ``(moved planes, channel shifts, refused (cycle, channel) pairs)``."""
+    clipped, correlate = module._clipped, module.phase_correlate
+    moved: dict[int, list[np.ndarray]] = {}
+    channel_shifts: dict[int, tuple[tuple[int, int], ...]] = {}
+    refused_channels: list[tuple[int, int]] = []
+    for cycle, offered in usable.items():
+        first = np.asarray(offered[0], dtype=np.float32)
+        base = clipped(first)
+        layers, shifts = [first], [(0, 0)]
+        for channel, given in enumerate(offered[1:], start=1):
+            plane = np.asarray(given, dtype=np.float32)
+            found = correlate(base, clipped(plane), expected=(0, 0), tolerance=module._CHANNEL_TOLERANCE, gpu=gpu)
+            shift = (int(found.dy), int(found.dx)) if found.accepted else (0, 0)
+            if not found.accepted:
+                refused_channels.append((cycle, channel))
+            if shift != (0, 0):
+                layer = np.empty(plane.shape, np.float32)
+                _place(layer, plane, *shift)
+                plane = layer
+            layers.append(plane)
+            shifts.append(shift)
+        moved[cycle] = layers
+        channel_shifts[cycle] = tuple(shifts)
+    return moved, channel_shifts, refused_channels
+
+
 def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS, gpu: Any = True,
                 original: Callable[..., Any], module: ModuleType) -> tuple[Any, str]:
     """``spacr.ops_cycles.align_field``: spaCR's registrations, the pixels moved into place (see above).
@@ -128,29 +157,7 @@ def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS,
     # the answer's pages taken now, while the field before's arrays have just been freed (see above)
     stack = np.empty((len(usable), channels, height, width), np.float32)
     stack.reshape(-1).view(np.uint8)[::_PAGE] = 0
-    clipped, correlate = module._clipped, module.phase_correlate
-    moved: dict[int, list[np.ndarray]] = {}  # each cycle's channels on its first channel
-    channel_shifts: dict[int, tuple[tuple[int, int], ...]] = {}
-    refused_channels: list[tuple[int, int]] = []
-    for cycle, offered in usable.items():
-        first = np.asarray(offered[0], dtype=np.float32)
-        base = clipped(first)
-        layers, shifts = [first], [(0, 0)]
-        for channel, given in enumerate(offered[1:], start=1):
-            plane = np.asarray(given, dtype=np.float32)
-            found = correlate(base, clipped(plane), expected=(0, 0), tolerance=module._CHANNEL_TOLERANCE, gpu=gpu)
-            shift = (int(found.dy), int(found.dx)) if found.accepted else (0, 0)
-            if not found.accepted:
-                refused_channels.append((cycle, channel))
-            if shift != (0, 0):
-                layer = np.empty((height, width), np.float32)
-                _place(layer, plane, *shift)
-                plane = layer
-            layers.append(plane)
-            shifts.append(shift)
-        moved[cycle] = layers
-        channel_shifts[cycle] = tuple(shifts)
-
+    moved, channel_shifts, refused_channels = _channels_moved(usable, module, gpu)
     target = module.sbs_mean_target(moved[reference])
     others = {cycle: module.sbs_mean_target(moved[cycle]) for cycle in usable if cycle != reference}
     registrations = module.register_cycles(target, others, tolerance=tolerance, gpu=gpu)
