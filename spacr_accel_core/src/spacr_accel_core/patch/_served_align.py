@@ -25,7 +25,7 @@ the early writes are one byte a page.
 
 TWO SHAPES TRIED FIRST. All the moved channels in one array of every cycle, the answer apart:
 each call a fresh 385 MB mapping, and a field whose cycles were refused still paid for all of them
-(10 of 11 refused: 3.3 s against spaCR's 2.6 s, ``benchmarks/bench_planes.py``). Every cycle
+(a stack of noise, 10 of its 11 cycles refused: 3.3 s against spaCR's 2.6 s). Every cycle
 moved in that array's place, the array the answer: one copy fewer, but spaCR's spot step, which
 allocates an array of the field's size right after the alignment, then had to fault in pages no
 process had used for seconds (on a virtual machine, 0.3 s a field became 0.5 to 1.4 s).
