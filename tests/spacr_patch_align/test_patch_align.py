@@ -4,7 +4,6 @@ leaves to spaCR."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -84,19 +83,7 @@ def _same_as_spacr(planes: Any, **options: Any) -> Any:
     return got
 
 
-@pytest.fixture
-def quiet_patch() -> Iterator[None]:
-    """Patched without the check mode (these tests compare with spaCR unpatched themselves)."""
-    patch.reset()
-    assert patch.install()
-    try:
-        yield
-    finally:
-        patch.uninstall()
-        patch.reset()
-
-
-def test_a_field_with_moved_channels_and_cycles_is_spacrs(quiet_patch: None) -> None:
+def test_a_field_with_moved_channels_and_cycles_is_spacrs(served_only: None) -> None:
     got = _same_as_spacr(_field(1))
     assert got.kept == (1, 2, 3, 4) and not got.refused
     assert any(shift != (0, 0) for shift in got.cycle_shifts.values())  # the shifts were really applied
@@ -112,7 +99,7 @@ def test_the_check_mode_finds_no_difference(patched: None) -> None:
     assert _counts() == (1, [])
 
 
-def test_refused_cycles_and_channels_missing_cycles_and_a_numpy_reference(quiet_patch: None) -> None:
+def test_refused_cycles_and_channels_missing_cycles_and_a_numpy_reference(served_only: None) -> None:
     cycle_shifts = np.array([[0, 0], [3, -4], [40, 2], [-2, 5], [1, 1]])
     channel_shifts = np.zeros((5, 3, 2), int)
     channel_shifts[1, 2] = (30, 0)  # past the channels' tolerance: refused, left where it was
@@ -128,19 +115,19 @@ def test_refused_cycles_and_channels_missing_cycles_and_a_numpy_reference(quiet_
 
 
 @pytest.mark.parametrize("dtype", [np.uint16, np.float64, np.int32])
-def test_planes_of_other_dtypes_are_cast_as_spacr_casts(quiet_patch: None, dtype: Any) -> None:
+def test_planes_of_other_dtypes_are_cast_as_spacr_casts(served_only: None, dtype: Any) -> None:
     _same_as_spacr(_field(4, cycles=3, channels=2, dtype=dtype))
     assert _counts() == (1, [])
 
 
-def test_one_channel_one_cycle_and_a_shift_past_the_field(quiet_patch: None) -> None:
+def test_one_channel_one_cycle_and_a_shift_past_the_field(served_only: None) -> None:
     _same_as_spacr(_field(5, cycles=1, channels=1))
     planes = _field(6, cycles=3, channels=2, shape=(64, 70))
     _same_as_spacr(planes, tolerance=200)  # whatever the cycles land on, spaCR's verdict
     assert _counts() == (2, [])
 
 
-def test_what_spacr_would_read_otherwise_is_spacrs_own(quiet_patch: None) -> None:
+def test_what_spacr_would_read_otherwise_is_spacrs_own(served_only: None) -> None:
     import spacr.ops_cycles as cycles
 
     planes = _field(7, cycles=3, channels=2)
@@ -167,7 +154,7 @@ def test_what_spacr_would_read_otherwise_is_spacrs_own(quiet_patch: None) -> Non
 @given(seed=st.integers(0, 2**16), cycles=st.integers(1, 4), channels=st.integers(1, 3),
        height=st.integers(24, 80), width=st.integers(24, 80), tolerance=st.sampled_from([2, 8, 64]),
        far=st.integers(-90, 90))
-def test_drawn_fields_are_spacrs(quiet_patch: None, seed: int, cycles: int, channels: int, height: int,
+def test_drawn_fields_are_spacrs(served_only: None, seed: int, cycles: int, channels: int, height: int,
                                  width: int, tolerance: int, far: int) -> None:
     rng = np.random.default_rng(seed)
     channel_shifts = rng.integers(-20, 21, size=(cycles, channels, 2))
