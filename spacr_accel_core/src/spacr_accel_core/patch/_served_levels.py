@@ -35,6 +35,7 @@ from .._ops_levels import percentile_q
 from ..tiling import cpu_threads, run_parts
 from ._floor import above_floor
 from ._outcome import PassThrough, served_by
+from ._surface import _bands
 
 __all__ = ["clipped", "sbs_mean_target"]
 
@@ -85,7 +86,6 @@ def _maximum(fields: list[np.ndarray]) -> np.ndarray:
     target = np.empty(fields[0].shape, np.float32)
     height = len(target)
     parts = cpu_threads() if target.size >= _SPLIT_PIXELS else 1
-    step = -(-height // parts)
 
     def band(start: int, stop: int) -> None:
         for top in range(start, stop, _BLOCK_ROWS):
@@ -98,7 +98,7 @@ def _maximum(fields: list[np.ndarray]) -> np.ndarray:
             for field in fields[2:]:
                 np.maximum(out, field[rows], out=out)
 
-    run_parts(band, [(start, min(height, start + step)) for start in range(0, height, step)])
+    run_parts(band, _bands(height, parts))
     return target
 
 
