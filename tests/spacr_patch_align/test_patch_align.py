@@ -120,7 +120,7 @@ def test_planes_of_other_dtypes_are_cast_as_spacr_casts(served_only: None, dtype
     assert _counts() == (1, [])
 
 
-def test_one_channel_one_cycle_and_a_shift_past_the_field(served_only: None) -> None:
+def test_one_channel_one_cycle_and_a_tolerance_wider_than_the_field(served_only: None) -> None:
     _same_as_spacr(_field(5, cycles=1, channels=1))
     planes = _field(6, cycles=3, channels=2, shape=(64, 70))
     _same_as_spacr(planes, tolerance=200)  # whatever the cycles land on, spaCR's verdict
