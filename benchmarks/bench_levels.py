@@ -15,7 +15,7 @@ IDENTICAL OR NOT COUNTED. Every patched answer is compared bit for bit with spaC
 is an error, not a row.
 
 Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
-Run: ``python benchmarks/bench_levels.py [--repeat 3] [--quick] [--backend numba|numpy]``.
+Run: ``python benchmarks/bench_levels.py [--repeat 3] [--quick] [--keep-memory] [--backend numba|numpy]``.
 """
 
 from __future__ import annotations
@@ -71,7 +71,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--backend", default=None, help="force one backend for the registry's operations")
+    parser.add_argument("--keep-memory", action="store_true",
+                        help="keep freed memory in this process (patch.keep_freed_memory), for both sides alike")
     options = parser.parse_args()
+    if options.keep_memory:
+        print(patch.keep_freed_memory().reason)
     warm_up("numba")
     planes = _planes(options.quick)
     cycles = [planes[i:i + 4] for i in range(0, len(planes), 4)]

@@ -12,7 +12,8 @@ spaCR's own function and as
 the patch serves it (``patch.install()``; the registry's best backend, numba warmed first),
 interleaved, the best of ``--repeat`` runs each. Then each backend's ``ops.translate`` of the 43
 planes in one call (one shift per plane) against spaCR's 43 calls, and each backend's
-``ops.spot_score`` against NumPy's ``stack.std(axis=0).mean(axis=0)``.
+``ops.spot_score`` against NumPy's ``stack.std(axis=0).mean(axis=0)``, and the stack merely read once
+on every core (the memory floor: how far any one-pass score can get ahead of NumPy's).
 
 WHY THE TRANSLATION PASSES THROUGH ON A CPU. A translation is one copy of each plane, and NumPy's
 slice assignment already copies at memory speed (a plain ``np.copy`` of one plane is most of
@@ -23,12 +24,13 @@ IDENTICAL OR NOT COUNTED. Every answer is compared bit for bit with spaCR's (Num
 is an error, not a row.
 
 Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
-Run: ``python benchmarks/bench_planes.py [--repeat 3] [--quick]``.
+Run: ``python benchmarks/bench_planes.py [--repeat 3] [--quick] [--keep-memory]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -66,6 +68,15 @@ def _same(got: Any, expected: Any, what: str) -> None:
         raise SystemExit(f"{what}: the answer differs from spaCR's (NumPy's)")
 
 
+def _read_once(stack: np.ndarray) -> list[float]:
+    """Every element of ``stack`` read once, a share per core, in parallel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shares = np.array_split(stack.reshape(-1, stack.shape[-1]), os.cpu_count() or 1)
+    with ThreadPoolExecutor(len(shares)) as pool:
+        return list(pool.map(lambda share: float(share.max()), shares))
+
+
 def _stack(quick: bool) -> np.ndarray:
     """A decode's ``(cycles, channels, Y, X)`` float32 intensities: a camera's background and
     bright spots that change base from cycle to cycle."""
@@ -82,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a 3 x 4 x 512^2 stack")
+    parser.add_argument("--keep-memory", action="store_true",
+                        help="keep freed memory in this process (patch.keep_freed_memory), for both sides alike")
     options = parser.parse_args(argv)
+    if options.keep_memory:
+        print(patch.keep_freed_memory().reason)
     try:
         import spacr.ops_cycles as spacr_cycles
         import spacr.ops_sbs as spacr_sbs
@@ -150,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         spent_numpy, expected, spent, got = _side_by_side(numpy_score, scored, options.repeat)
         _same(got, expected, f"spot_score on {name}")
         rows.append((f"ops.spot_score, {name}", spent_numpy, spent))
+
+    # The floor of any one-pass score: the stack read once on every core (NumPy's maximum of each
+    # core's share, which releases the GIL), nothing written. A score cannot beat NumPy's by more
+    # than NumPy's time over this one.
+    spent_numpy, _, spent, _ = _side_by_side(numpy_score, lambda: _read_once(stack), options.repeat)
+    rows.append(("the stack read once (the memory floor)", spent_numpy, spent))
 
     print(f"stack {stack.shape}, float32; the best of {options.repeat} each")
     print(f"{'step':<40} {'spaCR/NumPy':>12} {'registry':>10} {'speed-up':>9}")

@@ -38,8 +38,13 @@ Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
 ``--cold`` gives each run a fresh, empty kernel cache folder and no warm-up: what the first process
 after an install sees, while numba compiles in the background.
 
-Run: ``python benchmarks/bench_spacr.py [--quick] [--cold] [--repeat 1] [--fields 3] [--only decode|align]
-[--overhead]``.
+THE KERNEL'S SHARE. Each run's system seconds and page faults (``getrusage``) are printed beside
+its time: on a virtual machine whose free memory goes back to the host, faulting a field's arrays
+in again is a large and uneven part of a decode, on both sides. ``--keep-memory`` runs both processes
+with ``patch.keep_freed_memory()`` (glibc keeps what it frees), which takes that part out.
+
+Run: ``python benchmarks/bench_spacr.py [--quick] [--cold] [--keep-memory] [--repeat 1] [--fields 3]
+[--only decode|align] [--overhead]``.
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ STEPS: dict[str, tuple[tuple[str, str], ...]] = {
 
 _COLD = False
 """``--cold``: no warm-up anywhere, so the patched process computes while its kernels compile."""
+
+_KEEP_MEMORY = False
+"""``--keep-memory``: both processes keep the memory they free (``patch.keep_freed_memory``)."""
 
 
 def _env() -> dict[str, str]:
@@ -149,6 +157,17 @@ def _align(quick: bool) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
                                                          expected_scale=field.scale)), kept
 
 
+def _kernel_time() -> tuple[float, float]:
+    """This process's system seconds and page faults so far (zeros where ``resource`` is missing):
+    how much of a run the kernel spent handing out memory."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0, 0.0
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_stime, float(used.ru_minflt)
+
+
 def child(case: str, mode: str, quick: bool, fields: int, out: Path) -> None:
     """Run one case ``fields`` times in this interpreter and write each run's time, the first run's
     and the later runs' steps, every answer and the report."""
@@ -156,6 +175,10 @@ def child(case: str, mode: str, quick: bool, fields: int, out: Path) -> None:
     from spacr_accel_core import patch
 
     warm = 0.0
+    if _KEEP_MEMORY:  # both sides alike: the setting is the process's, not the patch's
+        setting = patch.keep_freed_memory()
+        if not setting.applied:
+            raise SystemExit(f"--keep-memory: {setting.reason}")
     if mode == "patched":
         if not patch.install():
             raise SystemExit("the patch found no spaCR it knows; nothing to compare")
@@ -168,10 +191,12 @@ def child(case: str, mode: str, quick: bool, fields: int, out: Path) -> None:
     runs = []
     for _ in range(fields):
         before = {label: list(spent) for label, spent in steps.items()}
+        used = _kernel_time()
         start = time.perf_counter()
         answer = run()
         total = time.perf_counter() - start
         runs.append({"total": total, "answer": kept(answer),
+                     "kernel": [after - earlier for after, earlier in zip(_kernel_time(), used, strict=True)],
                      "phases": dict(answer.get("seconds", {})) if isinstance(answer, dict) else {},
                      "steps": {label: [spent[0] - before[label][0], spent[1] - before[label][1]]
                                for label, spent in steps.items()}})
@@ -188,6 +213,7 @@ def _run_child(case: str, mode: str, quick: bool, fields: int, folder: Path) -> 
     command = [sys.executable, __file__, "--child", case, mode, str(out), "--fields", str(fields)]
     command += ["--quick"] if quick else []
     command += ["--cold"] if _COLD else []
+    command += ["--keep-memory"] if _KEEP_MEMORY else []
     subprocess.run(command, env=_env(), check=True, timeout=3600)
     with out.open("rb") as source:
         answer: dict[str, Any] = pickle.load(source)  # our own child's file, just written
@@ -260,6 +286,13 @@ def compare(case: str, quick: bool, repeat: int, fields: int) -> float:
         print(f"\n{case}, {what}: spaCR {statistics.median(totals(own, later) for own, _ in pairs):.2f} s, patched "
               f"{statistics.median(totals(mine, later) for _, mine in pairs):.2f} s, ratio "
               f"{statistics.median(ratios[later]):.2f} (runs: {', '.join(f'{r:.2f}' for r in ratios[later])})")
+    for later in ratios:
+        spent = {mode: [run["kernel"] for pair in pairs for run in (pair[side]["runs"][1:] if later else
+                                                                   pair[side]["runs"][:1])]
+                 for side, mode in ((0, "spaCR"), (1, "patched"))}
+        print(f"    system time (page faults) per {'later' if later else 'first'} field: " + ", ".join(
+            f"{mode} {statistics.median(s for s, _ in runs):.2f} s ({statistics.median(f for _, f in runs):,.0f})"
+            for mode, runs in spent.items()))
     key = fields > 1
     middle = int(np.argsort(ratios[key])[len(pairs) // 2])
     plain, patched = pairs[middle]
@@ -314,10 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overhead", action="store_true", help="only the per-call cost of a served seam")
     parser.add_argument("--cold", action="store_true",
                         help="a fresh, empty kernel cache and no warm-up: the first process after an install")
+    parser.add_argument("--keep-memory", action="store_true",
+                        help="both processes keep the memory they free (patch.keep_freed_memory)")
     parser.add_argument("--child", nargs=3, metavar=("CASE", "MODE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    global _COLD  # noqa: PLW0603  # one switch a script reads in the parent and in each child
-    _COLD = args.cold
+    global _COLD, _KEEP_MEMORY  # switches read in the parent and in each child
+    _COLD, _KEEP_MEMORY = args.cold, args.keep_memory
     if args.child:
         case, mode, out = args.child
         child(case, mode, args.quick, max(1, args.fields), Path(out))

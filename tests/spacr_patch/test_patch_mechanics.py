@@ -203,10 +203,43 @@ def test_a_spacr_no_table_covers_or_no_spacr_at_all_is_patched_nowhere_with_a_wa
 
 def test_the_variables_words() -> None:
     assert modes_from("") is None and modes_from("0") is None and modes_from(" off ") is None
-    assert modes_from("1") == {"check": False, "strict": False, "report": False}
-    assert modes_from("check, Report") == {"check": True, "strict": False, "report": True}
+    plain = {"check": False, "strict": False, "report": False, "keep_memory": False}
+    assert modes_from("1") == plain
+    assert modes_from("check, Report") == {**plain, "check": True, "report": True}
+    assert modes_from("1,keep-memory") == {**plain, "keep_memory": True}
     with pytest.warns(RuntimeWarning, match="ignoring 'fast'"):
-        assert modes_from("1,fast") == {"check": False, "strict": False, "report": False}
+        assert modes_from("1,fast") == plain
+
+
+def test_keep_memory_that_cannot_be_kept_warns_and_still_patches(monkeypatch: pytest.MonkeyPatch) -> None:
+    refused = patch.HeapSetting(False, "this process does not run on glibc")
+    monkeypatch.setattr(patch, "keep_freed_memory", lambda: refused)
+    was = patch.installed()
+    try:
+        with pytest.warns(RuntimeWarning, match="freed memory is not kept: this process does not run on glibc"):
+            assert patch.install(keep_memory=True)
+    finally:
+        if not was:
+            patch.uninstall()
+
+
+def test_the_command_keeps_freed_memory_in_the_program_and_what_it_spawns(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(textwrap.dedent("""
+        import os
+        from spacr_accel_core.patch import _heap
+        print(os.environ["SPACR_ACCEL_PATCH"], [setting.applied for setting in _heap._applied])
+    """), encoding="utf-8")
+    env = {**os.environ, "SPACR_ACCEL_PATCH": ""}
+    done = _run([sys.executable, "-m", "spacr_accel_core", "run", "--keep-memory", "--report", "--keep-memory",
+                 "job.py"], timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == f"1,keep-memory,report {[_heap_applies()]}", done.stdout
+
+
+def _heap_applies() -> bool:
+    from spacr_accel_core.patch import _heap
+
+    return _heap._glibc() is not None
 
 
 def test_the_startup_file_is_installed_beside_the_packages() -> None:

@@ -16,8 +16,10 @@ promises of its own:
   :func:`uninstall` puts every original object back.
 
 Switching it on: :func:`install` in code, ``spacr-accel run [--check] [--strict] [--report]
-script.py`` (or ``-m module``), ``python -m spacr_accel_core.patch script.py``, the variable
-(a comma list of ``1``, ``check``, ``strict``, ``report``), or ``%load_ext spacr_accel_core.patch``.
+[--keep-memory] script.py`` (or ``-m module``), ``python -m spacr_accel_core.patch script.py``, the
+variable (a comma list of ``1``, ``check``, ``strict``, ``report``, ``keep-memory``), or
+``%load_ext spacr_accel_core.patch``. ``keep-memory`` (:func:`keep_freed_memory`) is the process's
+allocator, not spaCR's: a decode worker's later fields reuse its freed arrays.
 """
 
 from __future__ import annotations
@@ -29,16 +31,19 @@ import warnings
 from typing import Any
 
 from ._calls import Modes, PatchMismatch, make_wrapper
+from ._heap import HeapSetting, keep_freed_memory
 from ._install import Installer
 from ._report import PatchReport, SeamReport, Tally
 from ._table import TABLES, table_for
 
 __all__ = [
+    "HeapSetting",
     "PatchMismatch",
     "PatchReport",
     "SeamReport",
     "install",
     "installed",
+    "keep_freed_memory",
     "load_ipython_extension",
     "report",
     "reset",
@@ -68,7 +73,8 @@ def spacr_version() -> str | None:
     return _found[0]
 
 
-def install(*, check: bool = False, strict: bool = False, report: bool = False) -> bool:
+def install(*, check: bool = False, strict: bool = False, report: bool = False,
+            keep_memory: bool = False) -> bool:
     """Patch the installed spaCR onto the registry (idempotent; a second call sets the modes anew).
 
     Works before or after spaCR's modules are imported. A spaCR no seam table was verified against
@@ -79,9 +85,17 @@ def install(*, check: bool = False, strict: bool = False, report: bool = False) 
         :class:`PatchMismatch` at the first difference.
     :param strict: raise :class:`PatchMismatch` where a call would go to spaCR's own function.
     :param report: print :func:`report` to standard error when the process exits.
+    :param keep_memory: also :func:`keep_freed_memory` (the process keeps its peak memory, and a
+        decode's later fields reuse it instead of faulting it in again); a warning says why where
+        it cannot. Never undone by :func:`uninstall`.
     :returns: whether spaCR is now patched.
     """
     global _installer, _reporting_at_exit  # noqa: PLW0603  # one patch per process
+    if keep_memory:
+        setting = keep_freed_memory()
+        if not setting.applied:
+            warnings.warn(f"spacr-accel patch: freed memory is not kept: {setting.reason}", RuntimeWarning,
+                          stacklevel=2)
     with _lock:
         _modes.check, _modes.strict, _modes.report = bool(check), bool(strict), bool(report)
         if report and not _reporting_at_exit:

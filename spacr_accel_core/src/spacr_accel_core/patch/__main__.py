@@ -1,4 +1,4 @@
-"""``python -m spacr_accel_core.patch [--check] [--strict] [--report] script.py args...``."""
+"""``python -m spacr_accel_core.patch [--check] [--strict] [--report] [--keep-memory] script.py args...``."""
 
 import sys
 

@@ -13,17 +13,20 @@ import runpy
 import sys
 from collections.abc import Sequence
 
-from ._startup import VARIABLE
+from ._startup import VARIABLE, modes_from
 
 __all__ = ["USAGE", "main"]
 
-_FLAGS = ("--check", "--strict", "--report")
+_FLAGS = {"--check": "check", "--strict": "strict", "--report": "report", "--keep-memory": "keep-memory"}
+"""Each option and the variable's word for it (which is also how spawned processes get it)."""
 
-USAGE = ("usage: {prog} [--check] [--strict] [--report] (script.py | -m module) [args ...]\n\n"
+USAGE = ("usage: {prog} [--check] [--strict] [--report] [--keep-memory] (script.py | -m module) [args ...]\n\n"
          "Run a Python program with spaCR patched onto spacr-accel's registry.\n"
-         "  --check   run spaCR's own function beside every served call; raise on a difference\n"
-         "  --strict  raise where a call would go to spaCR's own function\n"
-         "  --report  print what each seam served and passed on when the program exits\n")
+         "  --check        run spaCR's own function beside every served call; raise on a difference\n"
+         "  --strict       raise where a call would go to spaCR's own function\n"
+         "  --report       print what each seam served and passed on when the program exits\n"
+         "  --keep-memory  keep freed memory in each process (glibc), so a decode's later fields\n"
+         "                 reuse its arrays; each process then holds its peak memory\n")
 
 
 def main(argv: Sequence[str], prog: str = "python -m spacr_accel_core.patch") -> int:
@@ -33,22 +36,23 @@ def main(argv: Sequence[str], prog: str = "python -m spacr_accel_core.patch") ->
         ``SystemExit``), 2 for a usage error.
     """
     words = list(argv)
-    modes = {"check": False, "strict": False, "report": False}
+    wanted: list[str] = []
     while words and words[0] in (*_FLAGS, "-h", "--help"):
         flag = words.pop(0)
         if flag in ("-h", "--help"):
             sys.stdout.write(USAGE.format(prog=prog))
             return 0
-        modes[flag[2:]] = True
+        wanted.append(_FLAGS[flag])
     if not words or (words[0] == "-m" and len(words) < 2) or (words[0].startswith("-") and words[0] != "-m"):
         sys.stderr.write(USAGE.format(prog=prog))
         sys.stderr.write(f"{prog}: error: name a script or -m module to run"
                          + (f" (unknown option {words[0]})" if words and words[0] != "-m" else "") + "\n")
         return 2
-    os.environ[VARIABLE] = ",".join(["1", *(mode for mode, wanted in modes.items() if wanted)])
+    variable = ",".join(["1", *dict.fromkeys(wanted)])
+    os.environ[VARIABLE] = variable
     from . import install
 
-    install(**modes)
+    install(**modes_from(variable) or {})
     if words[0] == "-m":
         sys.argv = [words[1], *words[2:]]
         runpy.run_module(words[1], run_name="__main__", alter_sys=True)

@@ -15,7 +15,9 @@ __all__ = ["VARIABLE", "modes_from", "start"]
 
 VARIABLE = "SPACR_ACCEL_PATCH"
 
-_WORDS = {"1", "check", "strict", "report"}
+_MODES = {"check": "check", "strict": "strict", "report": "report", "keep-memory": "keep_memory"}
+"""Each word of the variable and the :func:`spacr_accel_core.patch.install` keyword it sets."""
+_WORDS = {"1", *_MODES}
 _OFF = {"", "0", "false", "no", "off"}
 
 
@@ -28,8 +30,8 @@ def modes_from(value: str) -> dict[str, bool] | None:
     unknown = sorted({word for word in words if word not in _WORDS | _OFF})
     if unknown:
         warnings.warn(f"{VARIABLE}: ignoring {', '.join(map(repr, unknown))} (a comma list of "
-                      f"1, check, strict, report)", RuntimeWarning, stacklevel=2)
-    return {mode: mode in words for mode in ("check", "strict", "report")}
+                      f"1, {', '.join(_MODES)})", RuntimeWarning, stacklevel=2)
+    return {keyword: word in words for word, keyword in _MODES.items()}
 
 
 def start() -> None:
