@@ -118,6 +118,20 @@ def test_numba_score_split_between_threads_is_numpys() -> None:
     assert same_bits(_planes.spot_score(_planes.kernels(), stack), spacr_score(stack))
 
 
+@pytest.mark.parametrize("cycles", [2, 3, 4, 7, 8, 9, 12, 13, 16, 17])
+def test_numba_score_sweeps_of_eight_four_and_one_cycles_are_numpys(cycles: int) -> None:
+    """Eight cycles a sweep, then four, then one: every mix of them adds in NumPy's order (one
+    cycle never reaches a backend as it is: see ``_scorable``)."""
+    from spacr_accel_numba import _planes, warm
+
+    assert warm(600)
+    rng = np.random.default_rng(cycles)
+    shape = (cycles, 2, 3, 37)
+    stack = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 7, shape)).astype(np.float32)
+    stack[cycles - 1, 1, 2, 36] = np.nan
+    assert same_bits(_planes.spot_score(_planes.kernels(), stack), spacr_score(stack))
+
+
 @pytest.mark.parametrize("shape", [(3, 2, 7, 1), (5, 1, 9, 3), (2, 3, 1, 5)])
 def test_floor_bands_never_leave_a_lone_pixel(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...]) -> None:
     from spacr_accel_numpy import _planes
