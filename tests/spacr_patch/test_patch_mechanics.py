@@ -236,6 +236,29 @@ def test_the_command_keeps_freed_memory_in_the_program_and_what_it_spawns(tmp_pa
     assert done.stdout.split("\n")[0] == f"1,keep-memory,report {[_heap_applies()]}", done.stdout
 
 
+KEPT_IN_WORKERS = """
+import multiprocessing
+
+def child(_):
+    from spacr_accel_core.patch import _heap
+    return [setting.applied for setting in _heap._applied]
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        print(pool.map(child, range(2)))
+"""
+
+
+def test_the_variables_keep_memory_reaches_spawned_workers(tmp_path: Path) -> None:
+    script = tmp_path / "kept.py"
+    script.write_text(KEPT_IN_WORKERS, encoding="utf-8")
+    done = _run([sys.executable, str(script)], timeout=300, env={**os.environ, "SPACR_ACCEL_PATCH": "1,keep-memory"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([[_heap_applies()]] * 2), done.stdout
+    plain = _run([sys.executable, str(script)], timeout=300, env={**os.environ, "SPACR_ACCEL_PATCH": "1"})
+    assert plain.stdout.strip() == "[[], []]", plain.stderr
+
+
 def _heap_applies() -> bool:
     from spacr_accel_core.patch import _heap
 
