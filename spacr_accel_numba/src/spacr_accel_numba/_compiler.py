@@ -16,9 +16,12 @@ exits or dies, so a stale lock cannot outlive its holder) for as long as it runs
 started meanwhile (eight spawned workers, a Dask cluster on one machine) finds it held and exits.
 After each kernel it records the kernel in :data:`LEDGER` (written to a temporary file and renamed,
 so a reader sees the old ledger or the new one, never half of one), with how many functions numba
-compiled for it (0: loaded from the cache). numba itself writes each entry's data before its index
-and renames both into place, and a damaged entry met while loading is set aside and compiled again
-(:mod:`._cache`), never loaded.
+compiled for it (0: loaded from the cache). numba itself (0.68) writes a new entry's index before its
+data, each to a temporary file renamed into place: a compiler killed between the two leaves an index
+naming a data file that is not there, which numba reads as a miss and compiles again. A damaged
+entry met while loading is set aside and compiled again (:mod:`._cache`), never loaded, and an entry
+compiled from other code never loads at all (:mod:`._locator`: every kernel is stamped with
+:func:`fingerprint`). A ledger that does not read cleanly is set aside and rebuilt.
 
 WHAT A PROCESS THAT NEEDS THE KERNELS DOES (:mod:`._warm`). Its warm-up thread starts the compiler
 (unless one is running), then for each kernel in turn waits until the ledger lists it, and loads it
@@ -36,10 +39,12 @@ package's ``__pycache__`` if it can be written, else numba's folder in the user'
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -136,16 +141,44 @@ def restricted(names: list[str]) -> list[str]:
 # ---- the ledger -----------------------------------------------------------------------------------
 
 
+@functools.cache
+def _versions() -> tuple[str, ...]:
+    """The libraries a kernel is compiled by (read once: a process keeps the ones it imported)."""
+    found = []
+    for name in ("numba", "llvmlite", "numpy"):
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{name} ?")
+    return tuple(found)
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+"""Each source file's SHA-256 by its path, modification time and size (hashed again once changed)."""
+
+
+def _digest(path: Path) -> tuple[str, str]:
+    status = path.stat()
+    key = (str(path), status.st_mtime_ns, status.st_size)
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        digest = _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return path.name, digest
+
+
 def fingerprint() -> str:
-    """What a ledger entry is valid for: this interpreter, this numba, these source files (their
-    names, sizes and modification times). A changed kernel source makes every entry stale, as numba's
-    own index does."""
-    try:
-        numba_version = importlib.metadata.version("numba")
-    except importlib.metadata.PackageNotFoundError:
-        numba_version = "?"
-    files = sorted((path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in _PACKAGE.glob("*.py"))
-    text = json.dumps([sys.version, sys.platform, numba_version, str(_PACKAGE), files])
+    """What a compiled kernel is valid for: this interpreter, these numba, llvmlite and NumPy, and the
+    content of every source file of this package.
+
+    WHY EVERY FILE. numba stamps a cached function with its own file alone, and a kernel that calls
+    jitted helpers of another module was loaded from the cache after the helper's file changed: an
+    answer from code no longer installed. This fingerprint is the stamp of every cached kernel
+    (:mod:`._locator`) and of the ledger, so any change (an upgrade in place, another Python or
+    numba) makes every entry stale: the kernels compile again. Contents, not times: a reinstall of
+    the same files keeps the cache.
+    """
+    files = sorted(_digest(path) for path in _PACKAGE.glob("*.py"))
+    text = json.dumps([sys.version, sys.platform, _versions(), str(_PACKAGE), files])
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -163,18 +196,66 @@ class Entry:
     failed: str = ""
 
 
+DAMAGED = ".damaged"
+"""Appended to a ledger that does not read cleanly when it is set aside."""
+
+
+def _entry(row: object) -> Entry:
+    """One ledger row, or ``ValueError`` where it is not exactly what :func:`write_ledger` writes."""
+    if not isinstance(row, dict):
+        raise ValueError(f"a row is {type(row).__name__}, not an object")
+    seconds, compiled, failed = row.get("seconds"), row.get("compiled"), row.get("failed", "")
+    if (not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds)
+            or not 0 <= seconds < 1e9):
+        raise ValueError(f"seconds is {str(seconds)[:40]!r}")
+    if not isinstance(compiled, int) or isinstance(compiled, bool) or not 0 <= compiled < 1_000_000:
+        raise ValueError(f"compiled is {str(compiled)[:40]!r}")
+    if not isinstance(failed, str):
+        raise ValueError(f"failed is {type(failed).__name__}, not text")
+    return Entry(float(seconds), compiled, failed)
+
+
+def _parsed(text: str) -> dict[str, Entry] | None:
+    """The ledger's kernels, ``None`` when it is another code's (stale); ``ValueError`` when damaged."""
+    record = json.loads(text)
+    if not isinstance(record, dict) or not isinstance(record.get("kernels"), dict):
+        raise ValueError("not a ledger (no mapping of kernels)")
+    if record.get("fingerprint") != fingerprint():
+        return None
+    return {str(name): _entry(row) for name, row in record["kernels"].items()}
+
+
 def read_ledger(folder: Path) -> dict[str, Entry]:
-    """The kernels the ledger in ``folder`` lists for this :func:`fingerprint` (none for a missing,
-    unreadable or stale ledger: those kernels are simply not known to be cached)."""
+    """The kernels the ledger in ``folder`` lists for this :func:`fingerprint` (none for a missing
+    or stale ledger: those kernels are simply not known to be cached).
+
+    A ledger that does not read cleanly (truncated, garbled, another format, a number that overflows,
+    a field of the wrong type) is set aside as ``*.damaged`` with one warning, and reads as empty:
+    the next compiler writes a new one. It never raises.
+    """
+    path = folder / LEDGER
     try:
-        with (folder / LEDGER).open(encoding="utf-8") as source:
-            record = json.load(source)
-        if record.get("fingerprint") != fingerprint():
-            return {}
-        return {str(name): Entry(float(row["seconds"]), int(row["compiled"]), str(row.get("failed", "")))
-                for name, row in record["kernels"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError) as exc:  # unreadable (a folder in its place, bytes that are not text)
+        return _set_aside(path, exc)
+    try:
+        parsed = _parsed(text)
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # whatever the file holds
+        return _set_aside(path, exc)
+    return {} if parsed is None else parsed
+
+
+def _set_aside(path: Path, exc: BaseException) -> dict[str, Entry]:
+    """Move a damaged ledger out of the way (another process may have done it first), warning once."""
+    try:
+        os.replace(path, path.with_name(path.name + DAMAGED))
+    except OSError:
+        return {}  # gone already (another process set it aside) or not ours to move: read as empty
+    _log.warning("spacr-accel-numba: the compiled-kernel ledger %s was damaged (%s); set aside as %s and "
+                 "rebuilt", path, f"{type(exc).__name__}: {exc}".splitlines()[0][:200], path.name + DAMAGED)
+    return {}
 
 
 def write_ledger(folder: Path, kernels: dict[str, Entry], where: str) -> None:

@@ -13,6 +13,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
+
 AHEAD = 16
 """Windows ahead of the one being reduced whose rows are prefetched: the gather is bound by memory
 latency (a field's rows are read a few cache lines at a time, too sparse for the hardware's

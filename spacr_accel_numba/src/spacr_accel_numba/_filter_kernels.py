@@ -29,6 +29,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
+
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def _largest(a, b):

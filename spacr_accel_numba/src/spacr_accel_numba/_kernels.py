@@ -26,6 +26,7 @@ import numba.core.cgutils
 import numba.extending
 import numpy as np
 
+from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
 from ._filter_kernels import filter_band  # noqa: F401  (every kernel is reached through this module: the warm-up's)
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
+
 BINS = 65536
 """16 bits of the key per pass."""
 

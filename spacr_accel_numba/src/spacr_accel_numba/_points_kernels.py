@@ -16,6 +16,8 @@ import math
 import numba
 import numpy as np
 
+from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
+
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def _span(value, reach, low, cell, cells):

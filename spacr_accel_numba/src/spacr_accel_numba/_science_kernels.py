@@ -23,6 +23,7 @@ import numba.core.cgutils
 import numba.extending
 import numpy as np
 
+from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
 from ._filter_kernels import _across, _block_row, _buffers, _runs
 from ._kernels import _slab_gap, _slot, _squared
 

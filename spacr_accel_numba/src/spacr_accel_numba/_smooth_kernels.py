@@ -23,6 +23,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
 from ._filter_kernels import minimum_band  # noqa: F401  (the driver :mod:`._smooth` reaches every loop through this module)
 
 
