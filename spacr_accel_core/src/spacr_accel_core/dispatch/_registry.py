@@ -45,6 +45,7 @@ from ._discovery import IN_PROCESS, Plugin, by_name, entry_point_plugins, judge,
 from ._ranking import fix_hint, in_force, passed_over, priority_key, rank_key, status_rows
 from ._settings import ENV_DISABLE, Config, cpu_requested, probe_timeout, use
 from ._settings import known as _known
+from ._waiting import waited_for, when_ready
 
 logger = logging.getLogger(__name__)
 
@@ -491,8 +492,25 @@ class Registry:
                 logger.debug("%s served by %r after %s declined", operation, impl.plugin,
                              [name for name, _ in declined])
             return result
+        if only and waiting:  # nothing else may run: the best of those still building is waited for
+            return self._only_waiting(snapshot, operation, next(i for i in impls if i.plugin == waiting[0]), args,
+                                      declined, check, expected)
         raise NoBackendError(operation, [*declined, *skipped, *out_of_line],
                              hint=fix_hint(snapshot.plugins, snapshot.floor, only))
+
+    def _only_waiting(self, snapshot: _Snapshot, operation: str, impl: _Impl, args: tuple[Any, ...],
+                      declined: list[tuple[str, str]], check: Callable[[Any, Any], str | None], expected: Any) -> Any:
+        """Under ``only``: the call on a backend still building, as a forced one (waited for, bounded)."""
+        try:
+            result = self._forced_call(snapshot, operation, impl.plugin, impl.function, args)
+        except RuntimeError as exc:  # still building after the bound (or declined now): the error's reason
+            reasons = [(plugin, _describe(exc) if plugin == impl.plugin else why) for plugin, why in declined]
+            raise NoBackendError(operation, reasons, hint=fix_hint(snapshot.plugins, snapshot.floor, True)) from exc
+        if (problem := check(result, expected)) is not None:
+            self._fault(snapshot, impl.plugin, operation, problem)
+            raise PluginFault(f"backend {impl.plugin!r} broke the {operation} contract: {problem}")
+        self._last.call = (operation, impl.plugin, [item for item in declined if item[0] != impl.plugin], (), [])
+        return result
 
     def _why_not(self, snapshot: _Snapshot, plugin: str, operation: str, exc: BaseException) -> str:
         """The reason a backend's raise gives for falling through, logged by what it means.
@@ -546,36 +564,18 @@ class Registry:
         try:
             try:
                 return function(*args)
+            except BackendWarming as exc:  # building the piece this call needs: waited for, bounded
+                return when_ready(snapshot.manager, backend, functools.partial(function, *args), exc)
             except BackendDeclined:
-                if not self._waited_for(snapshot, backend):
+                if not waited_for(snapshot.manager, backend):
                     raise
                 return function(*args)
-        except (RuntimeError, MemoryError):
-            raise  # "not me, not now" (or memory): the caller forced it, so it gets it as is
-        except KeyboardInterrupt:
-            raise
+        except (RuntimeError, MemoryError, KeyboardInterrupt):
+            raise  # "not me, not now" (or memory, or the user): the caller forced it, so it gets it as is
         except BaseException as exc:  # any other exception breaks the contract, as in automatic dispatch
             what = f"raised {_describe(exc)}"
             self._fault(snapshot, backend, operation, what)
             raise PluginFault(f"backend {backend!r} broke the {operation} contract: {what}") from exc
-
-    def _waited_for(self, snapshot: _Snapshot, backend: str) -> bool:
-        """Whether ``backend`` has a warm-up hook and became ready within the probe bound.
-
-        A forced call names the one backend the caller wants (a benchmark, a test, a site that
-        trusts it); declining it because its kernels are still compiling in the background would
-        fail every fresh process, so the call waits for them, bounded like a probe."""
-        hooks = {h.plugin_name: h for h in snapshot.manager.hook.spacr_accel_warm_up.get_hookimpls()}
-        hook = hooks.get(backend)
-        if hook is None:
-            return False
-        timeout = probe_timeout()
-        bound = 3600.0 if timeout is None else timeout
-        logger.debug("forced backend %r declined; waiting up to %g s for it to get ready", backend, bound)
-        outcome, done = start(functools.partial(by_name(hook.function, hook.argnames), timeout=bound),
-                              f"warm_up {backend}")
-        done.wait(bound + 5.0)
-        return done.is_set() and outcome.error is None and outcome.value is True
 
     def record_served(self, operation: str, backend: str = "core", declined: tuple[tuple[str, str], ...] = (),
                       waiting: tuple[str, ...] = ()) -> None:

@@ -1,0 +1,109 @@
+"""A forced backend still building the piece a call needs is waited for, bounded, never raising
+``BackendWarming``: ``backend=`` on a call and ``use(..., only=True)``; after the bound the error
+names what it was building. Each test runs a private registry with a plugin that builds one piece
+in a thread while its whole warm-up never finishes within the bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+from spacr_accel_core import (
+    BackendInfo,
+    BackendUnavailable,
+    BackendWarming,
+    Declaration,
+    NoBackendError,
+    Registry,
+    hookimpl,
+    ops,
+    use,
+)
+
+FIRST = np.arange(6, dtype=np.float32).reshape(2, 3)
+SECOND = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _building(seconds: float) -> tuple[types.ModuleType, dict[str, Any]]:
+    """A plugin whose matmul declines as still building until ``seconds`` after its warm-up starts;
+    its warm-up (the whole set) never finishes within a bound."""
+    state: dict[str, Any] = {"ready": threading.Event(), "calls": 0, "warm_ups": 0}
+    module = types.ModuleType("spacr_accel_trust_building")
+    module.SPACR_ACCEL_PLUGIN = Declaration(name="building", priority=500.0)  # type: ignore[attr-defined]
+
+    def spacr_accel_backend_info() -> BackendInfo:
+        return BackendInfo(usable=True)
+
+    def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        state["calls"] += 1
+        if not state["ready"].is_set():
+            raise BackendWarming("building is still compiling its matmul kernel")
+        return np.matmul(first.astype(np.float64), second.astype(np.float64)).astype(np.float32)
+
+    def spacr_accel_warm_up(timeout: float) -> bool:
+        state["warm_ups"] += 1
+        timer = threading.Timer(seconds, state["ready"].set)
+        timer.daemon = True  # never holds the test run open
+        timer.start()
+        time.sleep(timeout + 10.0)  # the whole set: longer than any bound
+        return False
+
+    for hook in (spacr_accel_backend_info, spacr_accel_matmul, spacr_accel_warm_up):
+        setattr(module, hook.__name__, hookimpl(hook))
+    return module, state
+
+
+@pytest.fixture
+def private(monkeypatch: pytest.MonkeyPatch) -> Registry:
+    for variable in ("SPACR_ACCEL_ONLY", "SPACR_ACCEL_BACKENDS", "SPACR_ACCEL_DISABLE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "5")
+    registry = Registry(discover=False)
+    monkeypatch.setattr(ops, "REGISTRY", registry)
+    from spacr_accel_numpy import _plugin as floor
+
+    registry.register(floor, "numpy")
+    return registry
+
+
+def test_a_forced_backend_waits_for_its_piece_not_for_its_whole_warm_up(private: Registry) -> None:
+    plugin, state = _building(0.3)
+    private.register(plugin, "building")
+    began = time.monotonic()
+    product = ops.matmul(FIRST, SECOND, backend="building")
+    assert time.monotonic() - began < 4.0  # the piece's 0.3 s, not the warm-up's bound
+    np.testing.assert_array_equal(product, np.matmul(FIRST, SECOND))
+    assert private.last_dispatch().backend == "building" and state["warm_ups"] == 1 and state["calls"] >= 2
+
+
+def test_only_one_backend_waits_for_its_piece_too(private: Registry) -> None:
+    plugin, _ = _building(0.3)
+    private.register(plugin, "building")
+    with use("building", only=True):
+        product = ops.matmul(FIRST, SECOND)
+    np.testing.assert_array_equal(product, np.matmul(FIRST, SECOND))
+    assert private.last_dispatch().backend == "building"
+    ops.matmul(FIRST, SECOND)  # automatic dispatch never waits: served by whoever answers first
+    assert private.last_dispatch().backend == "building"
+
+
+def test_after_the_bound_the_error_names_the_piece_and_is_not_a_warming(private: Registry,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.5")
+    plugin, _ = _building(60.0)
+    private.register(plugin, "building")
+    began = time.monotonic()
+    with pytest.raises(BackendUnavailable) as raised:
+        ops.matmul(FIRST, SECOND, backend="building")
+    assert time.monotonic() - began < 0.5 + 3.0
+    assert not isinstance(raised.value, BackendWarming)
+    message = str(raised.value)
+    assert "'building'" in message and "0.5 s" in message and "matmul kernel" in message
+    with use("building", only=True), pytest.raises(NoBackendError) as failed:
+        ops.matmul(FIRST, SECOND)
+    assert "matmul kernel" in str(failed.value) and "0.5 s" in str(failed.value)
