@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import ops
+from ._errstate import underflow_ignored
 from ._floor import above_floor
 from ._outcome import PassThrough, served_by
 from ._served_align import align_field as _align_field
@@ -146,6 +147,7 @@ def phase_correlate(first: Any, second: Any, *, register: Any, original: Callabl
     bits. Where spaCR itself would register on a card, the card's answer is spaCR's: it is left
     to spaCR."""
     _none(backend=options.get("backend"))
+    underflow_ignored()  # a tiny field's transform underflows: reported as spaCR's NumPy reports it
     gpu = options.get("gpu", True)
     if gpu:
         order = register.available_backends(gpu)

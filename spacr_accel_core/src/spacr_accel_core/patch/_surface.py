@@ -30,6 +30,15 @@ values, and only changes how the work is shared out:
   whole field compared, a memory pass, against the three transforms it saves a third of), and the
   same bits in give the same spectrum out.
 
+ONLY C-ORDERED, FINITE, BOUNDED FIELDS ARE BANDED. spaCR's arithmetic follows its fields' layout: a
+Fortran-ordered field's spectra and surface come out Fortran-ordered, its product's last bits follow
+its operands' layouts, and its peak ratio is a mean of the surface's absolute values summed in the
+surface's memory order (a Fortran-ordered surface sums to a ratio one ulp away). And spaCR's NumPy
+warns once per transform call where a NaN, an infinity or an overflow meets it, where bands would warn
+once per band. So the bands run only on two C-ordered fields holding finite values small enough that
+no transform or product can overflow (:data:`_BOUND`); any other pair is computed by the same NumPy
+calls on the whole arrays as given, in the calling thread, which keeps spaCR's layouts and warnings.
+
 The peak, its height, the mean absolute value, the unwrap and the verdict stay spaCR's own code: the
 patch hands this surface to spaCR's ``phase_correlate`` under a backend name of its own, so
 everything after the surface is computed by spaCR itself.
@@ -48,6 +57,10 @@ __all__ = ["SURFACE_NAME", "spacr_surface"]
 SURFACE_NAME = "spacr_accel"
 """The name the surface is registered under in spaCR's table of surfaces; a
 :class:`spacr.ops_register.Registration` made through the patch says it in ``backend``."""
+
+_BOUND = 1e150
+"""The largest sum of a field's absolute values banded: a spectrum's every value is at most that sum,
+so the cross-power stays below 1e300 and no step of the surface can overflow."""
 
 _SPLIT_PIXELS = 256 * 256
 """Below this many pixels a field is transformed in one piece: thread hand-offs cost more than a
@@ -123,6 +136,32 @@ def _kept(name: str, shape: tuple[int, int], dtype: type[np.generic]) -> np.ndar
     return kept
 
 
+def _bandable(field: np.ndarray) -> bool:
+    """Whether ``field`` is C-ordered, not empty, and finite within :data:`_BOUND` (one pass each for
+    its minimum and maximum, which a NaN makes NaN)."""
+    if not field.flags.c_contiguous or field.size == 0:
+        return False
+    with np.errstate(invalid="ignore"):
+        lowest, highest = float(field.min()), float(field.max())
+    largest = max(abs(lowest), abs(highest))  # NaN where either is NaN
+    return largest * field.size <= _BOUND
+
+
+def _whole(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The surface by NumPy's calls on the whole fields as given, in spaCR's order and in the calling
+    thread: each transform, product and magnitude keeps the layout NumPy gives spaCR's, and warns
+    once, as spaCR's does (the division is made in place, elementwise, as spaCR's
+    ``np.where(magnitude > 0, product / magnitude, 0)`` makes it, under the same error state)."""
+    spectra = np.fft.rfft2(first), np.fft.rfft2(second)
+    product = spectra[0] * np.conj(spectra[1])  # spaCR's own expression: see above
+    magnitude = np.abs(product)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        np.divide(product, magnitude, out=product)
+        np.copyto(product, 0, where=~(magnitude > 0))
+    product[0, 0] = 0
+    return np.fft.irfft2(product, s=first.shape)
+
+
 def spacr_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """The inverse transform of the normalised cross-power spectrum of two float64 fields: spaCR
     1.5's ``ops_register._surface_numpy`` bit for bit (the tests compare the two on drawn fields).
@@ -131,13 +170,17 @@ def spacr_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     :param second: the field placed against it, the same shape.
     :returns: the float64 surface, ``first.shape``.
     """
+    if not (first.flags.c_contiguous and _bandable(second)):
+        return _whole(first, second)
+    reference = LAST_REFERENCE.get(first)  # only a field found bandable is kept
+    if reference is None and not _bandable(first):
+        return _whole(first, second)
     height, width = first.shape
     parts = cpu_threads() if height * width >= _SPLIT_PIXELS else 1
     half = width // 2 + 1
     row_bands = _bands(height, min(parts, height) or 1)
     column_bands = _bands(half, min(parts, half) or 1)
     moving = _kept("moving", (height, half), np.complex128)
-    reference = LAST_REFERENCE.get(first)
     if reference is None:
         reference = np.empty((height, half), np.complex128)
         _spectra([first, second], [reference, moving], row_bands, column_bands)
