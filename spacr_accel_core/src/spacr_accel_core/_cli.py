@@ -287,14 +287,18 @@ def _doctor_command(args: argparse.Namespace) -> int:
 
 
 def _warm_command(args: argparse.Namespace) -> int:
-    """``spacr-accel warm``: build, print, exit 1 when a backend is not ready.
+    """``spacr-accel warm``: build, print, exit 1 when a backend is not ready, 130 on Ctrl-C.
 
     :param args: the parsed arguments (``json``, ``timeout``).
     """
     from .commands import _warm
 
     stream = None if args.json else sys.stderr
-    result = _warm.run(timeout=args.timeout, stream=stream, tty=bool(stream is not None and stream.isatty()))
+    try:
+        result = _warm.run(timeout=args.timeout, stream=stream, tty=bool(stream is not None and stream.isatty()))
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's code for it, no traceback
+        _complain(_warm.INTERRUPTED)
+        return 130
     if args.json:
         _emit_json(result)
     else:

@@ -27,6 +27,10 @@ Report = dict[str, Any]
 _DRAW = 0.25
 """Seconds between two looks at the backends' states while they build."""
 
+INTERRUPTED = ("spacr-accel warm: interrupted; a compiler in the background goes on filling the cache "
+               "(`spacr-accel warm` again waits for it)")
+"""The one line Ctrl-C prints (a detached build outlives the command: it is in a session of its own)."""
+
 
 def states() -> dict[str, WarmState]:
     """Each plugin's ``spacr_accel_warm_state`` answer, best first; a plugin whose hook raises or
@@ -134,14 +138,16 @@ def run(timeout: float = 1800.0, stream: TextIO | None = None, tty: bool = False
     worker = threading.Thread(target=build, name="spacr-accel-warm", daemon=True)
     worker.start()
     bar = Bar(stream, tty)
-    while True:
-        worker.join(_DRAW)
-        now = states()
-        for name, state in now.items():
-            bar.draw(name, state, time.monotonic() - began)
-        if not worker.is_alive():
-            break
-    bar.close()
+    try:
+        while True:
+            worker.join(_DRAW)
+            now = states()
+            for name, state in now.items():
+                bar.draw(name, state, time.monotonic() - began)
+            if not worker.is_alive():
+                break
+    finally:  # Ctrl-C included: the bar's line ended, so the caller's one line starts clean
+        bar.close()
     seconds = time.monotonic() - began
     ready: dict[str, bool] = outcome.get("ready", {})
     rows = []
