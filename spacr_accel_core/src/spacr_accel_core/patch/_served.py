@@ -13,7 +13,7 @@ import math
 import numbers
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -69,10 +69,71 @@ def _mode(mode: Any) -> str:
     return mode
 
 
-def _positive_number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < float(value) < math.inf:
+_EXACT_INTEGER = 1 << 26
+"""Integers up to this square exactly in float64, so SciPy's ``sigma * sigma`` of one is the float's."""
+
+
+def _kernel_number(value: Any, name: str) -> float:
+    """A ``sigma`` or ``truncate`` SciPy's kernel arithmetic reads as the float64 the registry is given.
+
+    SciPy builds the kernel from the value as passed (``sigma * sigma``, ``-0.5 / sigma2``, ``truncate *
+    sd``): a NumPy float32 or float16 scalar keeps its own precision there, and a small NumPy integer
+    type can overflow its square, so only a Python or float64 number, or an integer whose square its
+    own type and a float64 both hold, is served.
+    """
+    kind = type(value)
+    if kind in (float, np.float64):
+        number = float(value)
+    elif kind is int or (isinstance(value, np.integer) and abs(int(value)) ** 2 <= np.iinfo(kind).max):
+        number = float(value) if abs(int(value)) <= _EXACT_INTEGER else math.nan
+    else:
+        raise PassThrough(f"{name}={value!r} (SciPy builds the kernel in that number's own type)")
+    if not 0 < number < math.inf:
         raise PassThrough(f"{name}={value!r} (the registry serves one positive number)")
-    return float(value)
+    return number
+
+
+def _cval(cval: Any) -> None:
+    """SciPy reads ``cval`` as a real number in every mode (and raises TypeError for anything else)."""
+    if not isinstance(cval, numbers.Real):
+        raise PassThrough(f"cval={cval!r} (SciPy raises for a cval that is not a real number)")
+
+
+def _quietly_or_raise() -> np.errstate:
+    """The floating-point error modes under which a cast raises wherever the caller's modes would
+    have it do anything (warn, raise, call, print, log) and is quiet where they ignore it."""
+    modes = np.geterr()
+
+    def strict(mode: str) -> Literal["ignore", "raise"]:
+        return "ignore" if mode == "ignore" else "raise"
+
+    return np.errstate(divide=strict(modes["divide"]), over=strict(modes["over"]), under=strict(modes["under"]),
+                       invalid=strict(modes["invalid"]))
+
+
+def _as_float32(value: Any, what: str) -> np.ndarray:
+    """``np.asarray(value, dtype=np.float32)`` as spaCR reads it, or a pass-through where that reading
+    would warn or raise: the reading is left to spaCR's own call then, so its warning (an overflow in
+    the cast, a complex part dropped) is given once, by spaCR, as it would be unpatched."""
+    if type(value) is np.ndarray and value.dtype.kind not in "biuf":
+        raise PassThrough(f"a {what} of dtype {value.dtype} (NumPy's cast of it is spaCR's own)")
+    try:
+        with _quietly_or_raise():
+            return np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
+        raise PassThrough(f"a {what} whose float32 reading warns or fails (spaCR's own cast)") from None
+
+
+def _as_int64(value: Any, what: str) -> np.ndarray:
+    """``np.asarray(value, dtype=np.int64)`` as spaCR reads it, or a pass-through where it would warn
+    (a NaN or an infinity cast to an integer) or raise."""
+    if type(value) is np.ndarray and value.dtype.kind not in "biuf":
+        raise PassThrough(f"{what} of dtype {value.dtype} (NumPy's cast of it is spaCR's own)")
+    try:
+        with _quietly_or_raise():
+            return np.asarray(value, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
+        raise PassThrough(f"{what} whose int64 reading warns or fails (spaCR's own cast)") from None
 
 
 def _odd_window(size: Any, name: str = "size") -> int:
@@ -96,10 +157,7 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: Any = Non
     with even sizes made odd, which is the registry's answer wherever neither rule of its own
     applies."""
     _none(backend=backend)
-    try:
-        data = np.asarray(field, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise PassThrough("a field NumPy cannot read as float32") from None
+    data = _as_float32(field, "field")
     if data.ndim != 2 or data.size == 0:
         raise PassThrough("not a non-empty 2-D field")
     try:
@@ -119,13 +177,13 @@ def extract_bases(stack: Any, peaks: Any, *, window: Any = 1,
     (edge pixels repeated add no new value). Rows holding a zero or a NaN are recomputed by spaCR's
     own function: its ``max`` keeps the sign of the zero (or the NaN) it met first, the registry
     returns ``+0.0``."""
-    array = np.asarray(stack, dtype=np.float32)
+    array = _as_float32(stack, "stack")
     if array.ndim != 4:
         raise PassThrough("a stack that is not (cycles, channels, Y, X)")
     half = operator.index(window)
     if half < 0:
         raise PassThrough(f"window={half}")
-    coords = np.asarray(peaks, dtype=np.int64).reshape(-1, 2)
+    coords = _as_int64(peaks, "peaks").reshape(-1, 2)
     height, width = array.shape[-2:]
     if coords.shape[0] == 0 or array.size == 0:
         raise PassThrough("no peaks or an empty stack")
@@ -162,9 +220,11 @@ def gaussian_laplace(input: Any, sigma: Any, output: Any = None, mode: Any = "re
     data = _float32_field(input)
     _none(output=output, **kwargs)
     chosen = _mode(mode)
+    _cval(cval)
+    width = _kernel_number(sigma, "sigma")
     _finite(data)
     with above_floor("gaussian_laplace"):  # the floor is SciPy's speed: only a faster backend serves
-        return ops.gaussian_laplace(data, _positive_number(sigma, "sigma"), mode=chosen), served_by()
+        return ops.gaussian_laplace(data, width, mode=chosen), served_by()
 
 
 def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None,  # SciPy's name
@@ -175,10 +235,11 @@ def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None, 
     if isinstance(order, bool) or order != 0:
         raise PassThrough(f"order={order!r}")
     chosen = _mode(mode)
+    _cval(cval)
+    width, reach = _kernel_number(sigma, "sigma"), _kernel_number(truncate, "truncate")
     _finite(data)
     with above_floor("gaussian_filter"):  # the floor is SciPy's speed: only a faster backend serves
-        smoothed = ops.gaussian_filter(data, _positive_number(sigma, "sigma"),
-                                       truncate=_positive_number(truncate, "truncate"), mode=chosen)
+        smoothed = ops.gaussian_filter(data, width, truncate=reach, mode=chosen)
         return smoothed, served_by()
 
 
@@ -191,6 +252,7 @@ def minimum_filter(input: Any, size: Any = None, footprint: Any = None, output: 
         raise PassThrough(f"origin={origin!r}")
     window = _odd_window(size)
     chosen = _mode(mode)
+    _cval(cval)
     _without_nan_or_negative_zero(data)
     return ops.minimum_filter(data, window, mode=chosen), served_by()
 
@@ -198,6 +260,11 @@ def minimum_filter(input: Any, size: Any = None, footprint: Any = None, output: 
 _FAR = 1e18
 """Coordinates up to this size keep spaCR's float32 squares finite (a sum of 32 squares of twice
 it stays below float32's largest), so its distances carry only rounding."""
+
+_PAIRWISE = 8
+"""From this many coordinates NumPy sums a C-ordered row of squares pairwise, and a row laid out
+otherwise (the difference of Fortran-ordered points) one by one: the two sums can differ in the last
+bit, and the seam's recomputation of spaCR's distance is C-ordered."""
 
 _NEAR = 1e-18
 """Distances above this keep spaCR's float32 squares out of the subnormal range, where rounding
@@ -215,10 +282,13 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: Any = True, backend: An
     _none(backend=backend)
     if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1:
         raise PassThrough(f"chunk={chunk!r}")
-    src = np.asarray(source, dtype=np.float32)
-    dst = np.asarray(target, dtype=np.float32)
+    src = _as_float32(source, "source")
+    dst = _as_float32(target, "target")
     if src.ndim != 2 or dst.ndim != 2 or src.shape[1] != dst.shape[1] or not 0 < src.shape[1] <= 32:
         raise PassThrough("point sets spaCR refuses, or wider than 32")
+    if src.shape[1] >= _PAIRWISE and not (src.flags.c_contiguous and dst.flags.c_contiguous):
+        raise PassThrough("points of eight or more coordinates not in C order (spaCR's norm sums them in "
+                          "another order)")
     if src.shape[0] == 0 or dst.shape[0] < 2:
         raise PassThrough("fewer than one source or two target points")
     if not all(math.isfinite(points.min()) and math.isfinite(points.max()) and np.abs(points).max() <= _FAR

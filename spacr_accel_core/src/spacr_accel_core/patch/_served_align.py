@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from ._layout import common_order
 from ._outcome import PassThrough
 
 __all__ = ["align_field"]
@@ -79,9 +80,10 @@ def _place(out: np.ndarray, image: np.ndarray, dy: int, dx: int) -> None:
     out[top:bottom, right:] = 0
 
 
-def _usable(planes: Any) -> tuple[dict[int, list[np.ndarray]], list[int], tuple[int, int, int]]:
-    """spaCR's split of the offered cycles into usable and missing, and the common ``(channels, Y, X)``,
-    or a pass-through where spaCR's own code would read the planes otherwise."""
+def _usable(planes: Any) -> tuple[dict[int, list[np.ndarray]], list[int], tuple[int, int, int], str]:
+    """spaCR's split of the offered cycles into usable and missing, the common ``(channels, Y, X)`` and
+    the planes' one memory order (:mod:`._layout`), or a pass-through where spaCR's own code would
+    read the planes otherwise, or make its stack in a mix of orders."""
     if not isinstance(planes, Mapping):
         raise PassThrough("planes that are not a mapping of cycles")
     if not all(isinstance(cycle, numbers.Integral) and not isinstance(cycle, bool) for cycle in planes):
@@ -107,7 +109,10 @@ def _usable(planes: Any) -> tuple[dict[int, list[np.ndarray]], list[int], tuple[
     shape = layout.pop()
     if not shape[1] * shape[2]:
         raise PassThrough("empty planes (spaCR's percentile raises)")
-    return usable, missing, shape
+    order = common_order(plane for offered in usable.values() for plane in offered)
+    if order is None:
+        raise PassThrough("planes in C and in Fortran order (the order of spaCR's stacks is NumPy's mix)")
+    return usable, missing, shape, order
 
 
 def _channels_moved(usable: dict[int, list[np.ndarray]], module: ModuleType, gpu: Any) -> tuple[
@@ -129,7 +134,7 @@ def _channels_moved(usable: dict[int, list[np.ndarray]], module: ModuleType, gpu
             if not found.accepted:
                 refused_channels.append((cycle, channel))
             if shift != (0, 0):
-                layer = np.empty(plane.shape, np.float32)
+                layer = np.empty_like(plane)  # the plane's order, as spaCR's np.zeros_like keeps it
                 _place(layer, plane, *shift)
                 plane = layer
             layers.append(plane)
@@ -137,6 +142,14 @@ def _channels_moved(usable: dict[int, list[np.ndarray]], module: ModuleType, gpu
         moved[cycle] = layers
         channel_shifts[cycle] = tuple(shifts)
     return moved, channel_shifts, refused_channels
+
+
+def _answer(cycles: int, channels: int, height: int, width: int, order: str) -> np.ndarray:
+    """The ``(cycles, channels, Y, X)`` float32 answer as spaCR's ``np.stack`` lays it out: cycles and
+    channels outermost, each plane in its planes' order (columns first for Fortran-ordered planes)."""
+    if order == "F":
+        return np.empty((cycles, channels, width, height), np.float32).transpose(0, 1, 3, 2)
+    return np.empty((cycles, channels, height, width), np.float32)
 
 
 def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS, gpu: Any = True,
@@ -148,15 +161,15 @@ def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS,
     """
     if tolerance is _SPACRS:
         tolerance = (original.__kwdefaults__ or {})["tolerance"]
-    usable, missing, (channels, height, width) = _usable(planes)
+    usable, missing, (channels, height, width), order = _usable(planes)
     if reference is None:
         reference = min(usable)
     if reference not in usable:
         raise PassThrough("the reference cycle has no planes (spaCR raises)")
 
     # the answer's pages taken now, while the field before's arrays have just been freed (see above)
-    stack = np.empty((len(usable), channels, height, width), np.float32)
-    stack.reshape(-1).view(np.uint8)[::_PAGE] = 0
+    stack = _answer(len(usable), channels, height, width, order)
+    stack.ravel(order="K").view(np.uint8)[::_PAGE] = 0  # a view in either order
     moved, channel_shifts, refused_channels = _channels_moved(usable, module, gpu)
     target = module.sbs_mean_target(moved[reference])
     others = {cycle: module.sbs_mean_target(moved[cycle]) for cycle in usable if cycle != reference}
@@ -170,7 +183,7 @@ def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS,
 
     if len(kept) < len(usable):  # refused cycles: an answer of the kept ones alone, in the pages just freed
         del stack
-        stack = np.empty((len(kept), channels, height, width), np.float32)
+        stack = _answer(len(kept), channels, height, width, order)
     for index, cycle in enumerate(kept):
         for channel, layer in enumerate(moved[cycle]):
             _place(stack[index, channel], layer, *cycle_shifts[cycle])

@@ -34,6 +34,7 @@ from .. import ops
 from .._ops_levels import percentile_q
 from ..tiling import cpu_threads, run_parts
 from ._floor import above_floor
+from ._layout import common_order, field_order, in_order
 from ._outcome import PassThrough, served_by
 from ._surface import _bands
 
@@ -69,7 +70,7 @@ def clipped(plane: Any, *, original: Callable[..., Any]) -> tuple[Any, str]:
     high = _percentile(original.__globals__.get("_CHANNEL_CLIP_PERCENTILE"), "_CHANNEL_CLIP_PERCENTILE")
     field = _plane(plane, "plane")
     with above_floor("percentiles"):  # the floor's selection is np.percentile's own, plus the seam's checks
-        return ops.clip_to_percentiles(field, 0.0, high), served_by()
+        return in_order(ops.clip_to_percentiles(field, 0.0, high), field_order(field)), served_by()
 
 
 _BLOCK_ROWS = 128
@@ -118,6 +119,9 @@ def sbs_mean_target(planes: Sequence[Any], *, percentile: Any = 70.0, cutoff: An
     fields = [_plane(plane, "channel") for plane in given]
     if any(field.shape != fields[0].shape for field in fields):
         raise PassThrough("channels of different shapes (spaCR raises)")
+    order = common_order(fields)
+    if order is None:
+        raise PassThrough("channels in C and in Fortran order (the order of spaCR's stack is NumPy's mix)")
     target = _maximum(fields)
     scale = ops.percentiles(target, q)
     if math.isnan(float(scale)):
@@ -125,4 +129,4 @@ def sbs_mean_target(planes: Sequence[Any], *, percentile: Any = 70.0, cutoff: An
     with np.errstate(over="ignore"):  # ops.normalise_to_percentile's level set, the percentile read once
         divisor = np.float32(float(scale)) if float(scale) > 0 else np.float32(1.0)
         top = np.float32(float(cutoff))
-    return ops.rescale_fields(target, divisor, np.float32(0.0), top), served_by()
+    return in_order(ops.rescale_fields(target, divisor, np.float32(0.0), top), order), served_by()
