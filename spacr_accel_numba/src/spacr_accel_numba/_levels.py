@@ -106,7 +106,9 @@ def warm_job() -> object:
     compiled = kernels()
     stack = np.arange(16, dtype=np.float32).reshape(1, 4, 4)
     stack.flags.writeable = False
-    order_statistics(compiled, stack, np.array([0, 5], dtype=np.int64))
+    ranks = np.array([0, 5], dtype=np.int64)
+    ranks.flags.writeable = False  # the core hands the ranks read-only too: that signature, not another
+    order_statistics(compiled, stack, ranks)
     for source, target in sorted(_RESCALED, key=str):
         field = stack.astype(source)
         field.flags.writeable = False
