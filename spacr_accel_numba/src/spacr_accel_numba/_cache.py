@@ -107,12 +107,13 @@ def _unwritten(*args: object) -> None:
     """Stands for a cache's ``save_overload`` once writing is turned off: saves nothing."""
 
 
-def without_disk(modules: list[ModuleType] | None = None) -> int:
+def without_disk(modules: list[ModuleType] | None = None, nowhere: bool = False) -> int:
     """Turn writing numba's disk cache off for every kernel of this distribution (this process
     only): what is there still loads, what is compiled stays in memory.
 
     :param modules: the modules whose dispatchers stop writing (default: every loaded module of
         ``spacr_accel_numba``).
+    :param nowhere: no cache folder can be written at all (said once, at INFO: the doctor says it).
     :returns: how many dispatchers were changed.
     """
     if modules is None:
@@ -125,6 +126,15 @@ def without_disk(modules: list[ModuleType] | None = None) -> int:
             if cache is not None and hasattr(cache, "save_overload"):
                 cache.save_overload = _unwritten
                 changed += 1
-    _log.warning("spacr-accel-numba: numba's cache cannot be written here; what it holds still loads, "
-                 "and the kernels compiled now stay in memory for this process")
+    global _said  # noqa: PLW0603  # said once per process
+    if not _said:
+        _said = True
+        if nowhere:  # known before any compile, and shown by the doctor: not a surprise worth a warning
+            _log.info("spacr-accel-numba: no writable cache folder; this process compiles its kernels in memory")
+        else:
+            _log.warning("spacr-accel-numba: numba's cache cannot be written here; what it holds still loads, "
+                         "and the kernels compiled now stay in memory for this process")
     return changed
+
+
+_said = False

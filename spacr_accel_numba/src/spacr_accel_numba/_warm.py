@@ -236,7 +236,7 @@ def _compile(job: Callable[[ModuleType], object], kernels: ModuleType) -> None:
                 if not _cache.set_aside(exc):
                     _cache.without_disk()
             elif _cache.unwritable(exc):
-                _cache.without_disk()
+                _cache.without_disk(nowhere=_compiler.cache_folder() is None)
             else:
                 raise
     job(kernels)
@@ -299,9 +299,15 @@ def state() -> WarmState:
     on_disk = sum(1 for name in names if name in listed and not listed[name].failed)
     thread = _thread
     building = (thread is not None and thread.is_alive()) or (folder is not None and _compiler.compiling(folder))
-    if folder is None:
-        note = ("compiled in each process (SPACR_ACCEL_NUMBA_COMPILE=here)" if _compiler.mode() == "here"
-                else "numba's cache folder cannot be written here: each process compiles its own kernels")
-    else:
-        note = f"cache: {folder}"
+    note = f"cache: {folder}" if folder is not None else _why_no_folder()
     return WarmState(done=max(len(_ready & set(names)), on_disk), total=len(names), building=building, note=note)
+
+
+def _why_no_folder() -> str:
+    """The doctor's words for a process that has no detached compiler: why each process compiles."""
+    if _compiler.mode() == "here":
+        return "compiled in each process (SPACR_ACCEL_NUMBA_COMPILE=here)"
+    if os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES"):
+        return "NUMBA_CACHE_LOCATOR_CLASSES chooses numba's cache: each process compiles or loads its own kernels"
+    return ("no writable cache folder (NUMBA_CACHE_DIR, the package's __pycache__, the user's cache): each "
+            "process compiles its kernels in memory, in the background")
