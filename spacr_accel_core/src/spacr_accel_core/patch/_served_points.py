@@ -21,12 +21,20 @@ and on every float64 bit of every candidate, so nothing is drawn, skipped or com
 - the best is the first of the highest score above 1, spaCR's ``score > best_score`` from 1, and
   its rotation and translation are recomputed by spaCR's own expressions from its angle.
 
-Any argument whose arithmetic is not plain float64 (a ``float32`` radius, an array) goes to spaCR.
+Any argument whose arithmetic is not plain float64 (a ``float32`` radius, an array) goes to spaCR,
+and so does any magnitude spaCR's arithmetic could overflow with (:data:`LARGEST`): there its NumPy
+warns, and its tree refuses the moved points that overflowed (``ValueError``).
+
+A GENERATOR PASSED AS THE SEED IS SHARED: ``default_rng`` hands spaCR the caller's own. The seam draws
+from a copy of it, and only once the answer is made does it set the caller's generator to the copy's
+state, which is where spaCR's own draws leave it; a call that goes to spaCR after all (no backend
+could score) leaves the caller's generator as it was given.
 """
 
 from __future__ import annotations
 
 import contextvars
+import copy
 import functools
 import inspect
 import itertools
@@ -41,6 +49,7 @@ import numpy as np
 
 from .. import ops
 from ..tiling import cpu_threads, run_parts
+from ._errstate import underflow_ignored
 from ._outcome import PassThrough, served_by
 from ._pair_trials import annulus_members, generator_draws, replay_draws, replay_is_numpys, replayable
 
@@ -54,23 +63,55 @@ BATCH = 256
 kept in cache between the product, the scaling, the translation and the count)."""
 
 
-def _plain(value: Any, name: str) -> Any:
-    """A Python number or a float64 scalar (not a bool): what spaCR's arithmetic rounds as float64."""
+LARGEST = 1e60
+"""The largest coordinate, scale or radius the pair search serves (a tolerance up to its square root):
+every product and square on the way (a moved point's squared distance, a ball's squared reach) stays
+below 1e300, so neither spaCR's NumPy nor the registry meets an overflow."""
+
+
+def _plain(value: Any, name: str, largest: float = math.inf) -> Any:
+    """A Python number or a float64 scalar (not a bool): what spaCR's arithmetic rounds as float64;
+    finite, and at most ``largest`` in size."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.float64)) or not math.isfinite(value):
         raise PassThrough(f"{name}={value!r} (the patch serves one finite Python or float64 number)")
+    if abs(value) > largest:
+        raise PassThrough(f"{name}={value!r} (beyond {largest:g}: spaCR's arithmetic may overflow)")
     return value
 
 
-def _rows(value: Any, name: str) -> np.ndarray:
+def _rows(value: Any, name: str, largest: float = math.inf) -> np.ndarray:
     try:
         array = np.asarray(value, float)
     except (TypeError, ValueError):
         raise PassThrough(f"{name} NumPy cannot read as float64") from None
     if array.ndim != 2 or array.shape[1] != 2:
         raise PassThrough(f"{name} that is not (N, 2) rows")
-    if array.size and not (math.isfinite(array.min()) and math.isfinite(array.max())):
-        raise PassThrough(f"a NaN or infinity in {name}")
+    if array.size:
+        lowest, highest = float(array.min()), float(array.max())
+        if not (math.isfinite(lowest) and math.isfinite(highest)):
+            raise PassThrough(f"a NaN or infinity in {name}")
+        if max(-lowest, highest) > largest:
+            raise PassThrough(f"a coordinate of {name} beyond {largest:g} (spaCR's arithmetic may overflow)")
     return array
+
+
+def _own_generator(seed: Any) -> Any:
+    """What the seam draws from: a copy of a generator or bit generator the caller shares with
+    spaCR (the caller's is set to the copy's state once the answer is made), else the seed itself."""
+    if isinstance(seed, (np.random.Generator, np.random.BitGenerator)):
+        return copy.deepcopy(seed)
+    return seed
+
+
+def _advance(seed: Any, drawn: Any) -> None:
+    """The caller's generator (or bit generator) ``seed`` set to the state of ``drawn``, its copy
+    that the seam drew from; nothing for a seed that is not shared."""
+    if drawn is seed:
+        return
+    if isinstance(seed, np.random.Generator):
+        seed.bit_generator.state = drawn.bit_generator.state
+    elif isinstance(seed, np.random.BitGenerator):
+        seed.state = drawn.state
 
 
 def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 10.0, tie: Any = 1.0,
@@ -201,20 +242,21 @@ def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, origi
                          **options: Any) -> tuple[Any, str]:
     """``spacr.ops_phenotype.seed_by_scaled_pairs``: spaCR's search, its candidates scored in
     batches by the registry (see the module). Its defaults and constants are read from spaCR's
-    own function at the call, so an edited constant is honoured."""
-    from scipy.spatial import cKDTree
-
+    own function at the call, so an edited constant is honoured. Everything that could leave the
+    call to spaCR is decided before the first draw, or on a copy of a generator passed in."""
     try:
         bound = inspect.signature(original).bind(source, target, scale, *args, **options)
     except TypeError:
         raise PassThrough("arguments spaCR's signature does not take") from None
     bound.apply_defaults()
     given = bound.arguments
-    src, dst = _rows(given["source"], "source"), _rows(given["target"], "target")
+    underflow_ignored()
+    src, dst = _rows(given["source"], "source", LARGEST), _rows(given["target"], "target", LARGEST)
     if src.shape[0] < 2 or dst.shape[0] < 2:
         raise PassThrough("fewer than two points (spaCR answers None)")
-    scale = _plain(given["scale"], "scale")
-    radius, tolerance = _plain(given["radius"], "radius"), _plain(given["tolerance"], "tolerance")
+    scale = _plain(given["scale"], "scale", LARGEST)
+    radius = _plain(given["radius"], "radius", LARGEST)
+    tolerance = _plain(given["tolerance"], "tolerance", math.sqrt(LARGEST))
     max_rotation = _plain(given["max_rotation"], "max_rotation")
     trials = given["trials"]
     if trials is None:
@@ -222,13 +264,24 @@ def seed_by_scaled_pairs(source: Any, target: Any, scale: Any, *args: Any, origi
         trials = max(constants["PAIR_TRIALS"], int(constants["TRIALS_PER_TARGET_POINT"] * dst.shape[0]))
     if isinstance(trials, bool) or not isinstance(trials, numbers.Integral):
         raise PassThrough(f"trials={trials!r} (the patch serves an integer)")
-    seed_radius = radius * 4.0
-    if seed_radius < 0 or scale <= 0 or tolerance < 0:
+    if radius < 0 or scale <= 0 or tolerance < 0:
         raise PassThrough("a negative radius or tolerance, or a scale that is not positive")
+    drawing = _own_generator(given["seed"])
+    answer = _search(src, dst, scale, radius * 4.0, int(trials), tolerance, max_rotation, drawing)
+    _advance(given["seed"], drawing)
+    return answer
+
+
+def _search(src: np.ndarray, dst: np.ndarray, scale: Any, seed_radius: Any, trials: int, tolerance: Any,
+            max_rotation: Any, seed: Any) -> tuple[Any, str]:
+    """spaCR's search on checked arguments: its trials drawn from ``seed``, its candidates scored, the
+    first best one's transform by spaCR's own expressions (or None where none scores above 1)."""
+    from scipy.spatial import cKDTree
+
     tree = cKDTree(dst)
     angles, trials_of, scored = [], [], []
     with ThreadPoolExecutor(max_workers=1) as scorer:  # a chunk is scored while the next is drawn
-        for drawn in _drawn(src, dst, tree, scale, int(trials), tolerance, given["seed"]):
+        for drawn in _drawn(src, dst, tree, scale, trials, tolerance, seed):
             trial, angle = _candidates(src, dst, drawn, tolerance, max_rotation)
             angles.append(angle)
             trials_of.append((drawn.anchor[trial], drawn.first[trial]))
