@@ -56,7 +56,7 @@ def test_clipped_and_the_target_are_spacrs_bits(served_only: None) -> None:
         if trial == 2:
             planes = [plane - np.float32(200.0) for plane in planes]  # a negative percentile: no division
         if trial == 3:
-            planes[0][5, 5] = np.nan  # NaN: _clipped serves it, the target goes to spaCR
+            planes[0][5, 5] = np.nan  # NaN: that plane's _clipped and the target go to spaCR
         for plane in planes:
             _same(cycles._clipped(plane), own_clipped(plane))
         _same(cycles.sbs_mean_target(planes), own_target(planes))
@@ -64,7 +64,7 @@ def test_clipped_and_the_target_are_spacrs_bits(served_only: None) -> None:
             _same(cycles.sbs_mean_target(planes, **keywords), own_target(planes, **keywords))
     served_clipped, _ = _counts(CLIPPED)
     served_target, _ = _counts(TARGET)
-    assert served_clipped == 24 and served_target >= 20
+    assert served_clipped == 23 and served_target >= 20
 
 
 @pytest.mark.parametrize("channels", [1, 2, 4])

@@ -10,9 +10,11 @@ them, so the seam is the module attribute alone. ``_clipped`` reads the module's
 WHAT IS LEFT TO spaCR. Anything its NumPy would read differently from a 2-D float32 field: a plane or
 channel that is not 2-D (``np.percentile`` flattens it, the registry reads fields), an empty one, a
 percentile or cutoff that is not one real number in range (spaCR raises, or NumPy answers in its own
-way), channels of different shapes (spaCR raises). ``sbs_mean_target`` is also left to spaCR where
-the target holds NaN: NumPy's maximum over channels keeps one NaN of several, and which one (its
-payload) only spaCR's own call repeats.
+way), channels of different shapes (spaCR raises). A plane or target holding NaN or an infinity is
+left to spaCR too: NumPy's partition and maximum keep one NaN of several, and which one (its sign and
+payload) only spaCR's own call repeats, and infinities meet in its interpolation with a warning; so
+is a value whose float32 cast overflows (spaCR's cast warns), and channels given as a generator or
+any other one-shot iterable (spaCR must be the one to read them).
 
 ONLY ABOVE THE FLOOR, FOR ``_clipped``. The floor's percentiles are ``np.percentile``'s own selection,
 so served by the floor ``_clipped`` is spaCR's work plus the seam's checks: 1.90 s against spaCR's
@@ -33,6 +35,7 @@ import numpy as np
 from .. import ops
 from .._ops_levels import percentile_q
 from ..tiling import cpu_threads, run_parts
+from ._errstate import underflow_ignored
 from ._floor import above_floor
 from ._layout import common_order, field_order, in_order
 from ._outcome import PassThrough, served_by
@@ -45,14 +48,33 @@ _SPLIT_PIXELS = 1 << 18
 
 
 def _plane(value: Any, what: str) -> np.ndarray:
+    if isinstance(value, np.ndarray) and np.iscomplexobj(value):
+        raise PassThrough(f"a complex {what} (spaCR's cast warns that it drops the imaginary part)")
     try:
-        with np.errstate(over="ignore"):
+        with np.errstate(over="raise"):  # spaCR's own cast warns of the overflow: its call, its warning
             array = np.asarray(value, dtype=np.float32)
+    except FloatingPointError:
+        raise PassThrough(f"a {what} whose values overflow float32") from None
     except (TypeError, ValueError, OverflowError):
         raise PassThrough(f"a {what} NumPy cannot read as float32") from None
     if array.ndim != 2 or array.size == 0:
         raise PassThrough(f"a {what} that is not a non-empty 2-D field (NumPy's percentile flattens it)")
     return array
+
+
+def _largest(field: np.ndarray, what: str) -> float:
+    """The largest absolute value of a float32 field, which must be finite: a NaN's bits in spaCR's
+    answer are those of the NaN its partition or maximum happened to keep, and an infinity meets
+    another in its interpolation (``inf - inf``, with NumPy's warning)."""
+    lowest, highest = float(field.min()), float(field.max())
+    if not (math.isfinite(lowest) and math.isfinite(highest)):
+        raise PassThrough(f"a NaN or infinity in the {what} (spaCR's NumPy decides its bits and warnings)")
+    return max(-lowest, highest)
+
+
+_WITHIN = 1e38
+"""The largest value (and quotient) the target serves: float32's largest is 3.4e38, so neither the
+percentile's float32 interpolation (a difference of two values) nor the division overflows."""
 
 
 def _percentile(value: Any, name: str) -> Any:
@@ -69,6 +91,8 @@ def clipped(plane: Any, *, original: Callable[..., Any]) -> tuple[Any, str]:
     spaCR's ``_CHANNEL_CLIP_PERCENTILE`` as it is now."""
     high = _percentile(original.__globals__.get("_CHANNEL_CLIP_PERCENTILE"), "_CHANNEL_CLIP_PERCENTILE")
     field = _plane(plane, "plane")
+    underflow_ignored()
+    _largest(field, "plane")
     with above_floor("percentiles"):  # the floor's selection is np.percentile's own, plus the seam's checks
         return in_order(ops.clip_to_percentiles(field, 0.0, high), field_order(field)), served_by()
 
@@ -110,10 +134,11 @@ def sbs_mean_target(planes: Sequence[Any], *, percentile: Any = 70.0, cutoff: An
     if isinstance(cutoff, (bool, np.bool_)) or np.ndim(cutoff) != 0 or np.asarray(cutoff).dtype.kind not in "iuf" \
             or not math.isfinite(float(cutoff)) or abs(float(cutoff)) > float(np.finfo(np.float32).max):
         raise PassThrough("a cutoff that is not one finite float32 number")
-    try:
-        given = list(planes)
-    except TypeError:
-        raise PassThrough("planes that are not a sequence") from None
+    if not isinstance(planes, (list, tuple, np.ndarray)):
+        # a generator or a map is read once: what the seam read, spaCR could not read again
+        raise PassThrough("channels that are not a list, tuple or array (spaCR reads them once)")
+    underflow_ignored()
+    given = list(planes)
     if not given:
         raise PassThrough("no channels (spaCR raises)")
     fields = [_plane(plane, "channel") for plane in given]
@@ -123,10 +148,13 @@ def sbs_mean_target(planes: Sequence[Any], *, percentile: Any = 70.0, cutoff: An
     if order is None:
         raise PassThrough("channels in C and in Fortran order (the order of spaCR's stack is NumPy's mix)")
     target = _maximum(fields)
+    largest = _largest(target, "channels")
+    if largest > _WITHIN:
+        raise PassThrough(f"a value beyond {_WITHIN:g} in the channels (spaCR's float32 arithmetic may overflow)")
     scale = ops.percentiles(target, q)
-    if math.isnan(float(scale)):
-        raise PassThrough("a NaN in the channels (which NaN the maximum keeps is NumPy's)")
     with np.errstate(over="ignore"):  # ops.normalise_to_percentile's level set, the percentile read once
         divisor = np.float32(float(scale)) if float(scale) > 0 else np.float32(1.0)
         top = np.float32(float(cutoff))
+    if divisor == 0 or largest / float(divisor) > _WITHIN:
+        raise PassThrough("a percentile so small that spaCR's division overflows")
     return in_order(ops.rescale_fields(target, divisor, np.float32(0.0), top), order), served_by()
