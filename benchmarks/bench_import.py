@@ -7,7 +7,14 @@ timing is what the package adds, NumPy already loaded); the median of ``--repeat
 printed, with the imports a plain call does not need that the package loaded anyway (there should
 be none) and, with ``--top N``, the N costliest modules ``-X importtime`` saw beyond NumPy's.
 
-Run: ``python benchmarks/bench_import.py [--repeat 11] [--top 15]``.
+``--startup`` measures instead what ``SPACR_ACCEL_PATCH`` costs a process that never imports
+spaCR: ``python -c pass`` with the variable set (its ``.pth`` line registers the import hook) and
+unset, interleaved, the median of ``--repeat`` (20) of each printed in ms with the difference
+(target: at most 10 ms), and the modules the set start imports beyond the unset one's (there should
+be nothing but the standard library's and the hook's own).
+
+Run: ``python benchmarks/bench_import.py [--repeat 11] [--top 15]``, or
+``python benchmarks/bench_import.py --startup [--repeat 20]``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 CHILD = """
 import json, sys, time
@@ -67,11 +75,44 @@ def costliest(top: int) -> list[tuple[int, str]]:
     return sorted(((us, name) for name, us in extra.items() if name not in numpy_only), reverse=True)[:top]
 
 
+def started(value: str | None) -> float:
+    """Seconds for one ``python -c pass``, the variable set to ``value`` (None: unset)."""
+    env = _env() if value is None else {**_env(), "SPACR_ACCEL_PATCH": value}
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=60)
+    return time.perf_counter() - began
+
+
+def startup(repeat: int) -> None:
+    """The variable's start-up cost, set against unset, one run of each in turn."""
+    started("1")  # writes the hook's bytecode cache, as an installed copy has it
+    unset, hooked = [], []
+    for _ in range(repeat):
+        unset.append(started(None))
+        hooked.append(started("1"))
+    off_ms, on_ms = statistics.median(unset) * 1e3, statistics.median(hooked) * 1e3
+    print(f"python -c pass: SPACR_ACCEL_PATCH unset {off_ms:.1f} ms, set {on_ms:.1f} ms, difference "
+          f"{on_ms - off_ms:+.1f} ms (median of {repeat} interleaved runs each; target: at most 10 ms)")
+    code = "import sys; print(' '.join(sorted(sys.modules)))"
+    seen = {value: set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                      env=_env() if value is None else {**_env(), "SPACR_ACCEL_PATCH": value},
+                                      timeout=60).stdout.split()) for value in (None, "1")}
+    beyond = sorted(seen["1"] - seen[None])
+    foreign = [name for name in beyond if name.split(".")[0] not in sys.stdlib_module_names]
+    print(f"imported at start with it set, beyond unset: {', '.join(beyond) or 'nothing'} "
+          f"(outside the standard library: {', '.join(foreign) or 'nothing'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--top", type=int, default=0)
+    parser.add_argument("--startup", action="store_true", help="what SPACR_ACCEL_PATCH costs python -c pass")
     args = parser.parse_args()
+    if args.startup:
+        startup(args.repeat or 20)
+        return
+    args.repeat = args.repeat or 11
     sample()  # writes the bytecode caches, as an installed copy has them
     samples = [sample() for _ in range(args.repeat)]
     numpy_ms = statistics.median(float(s["numpy"]) for s in samples) * 1e3  # type: ignore[arg-type]

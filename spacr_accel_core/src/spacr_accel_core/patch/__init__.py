@@ -10,10 +10,11 @@ promises of its own:
   :class:`PatchMismatch` on the first difference; ``strict`` raises where a call would go to spaCR.
 * **Scoped.** SciPy is replaced only inside the spaCR functions that import it; every other caller,
   the registry's backends included, reaches SciPy itself.
-* **Everywhere spaCR runs.** ``SPACR_ACCEL_PATCH=1`` patches every Python process at start (a
-  ``.pth`` file the core installs), so spaCR's spawned decode workers are patched too; names spaCR
-  bound at import are reached, modules imported later are patched as they load, and
-  :func:`uninstall` puts every original object back.
+* **Everywhere spaCR runs.** ``SPACR_ACCEL_PATCH=1`` patches every Python process that imports
+  spaCR (a ``.pth`` file the core installs registers an import hook at start, standard library only,
+  that installs the patch at the first import of a module it changes), so spaCR's spawned decode
+  workers are patched too; names spaCR bound at import are reached, modules imported later are
+  patched as they load, and :func:`uninstall` puts every original object back.
 
 Switching it on: :func:`install` in code, ``spacr-accel run [--check] [--strict] [--report]
 [--keep-memory] script.py`` (or ``-m module``), ``python -m spacr_accel_core.patch script.py``, the

@@ -1,9 +1,12 @@
-"""The patch at interpreter start, from ``SPACR_ACCEL_PATCH``: what the installed ``.pth`` file calls.
+"""The patch installed from ``SPACR_ACCEL_PATCH``: what the import hook calls, once spaCR's patched
+modules or the patch itself are first imported.
 
 A spawned worker (spaCR decodes each field in one) imports spaCR afresh and never sees a patch made
 in its parent; it inherits the parent's environment, so a variable read at every interpreter's
-start reaches it, as pytest-cov reaches subprocesses. The ``.pth`` line imports this module only
-when the variable is set: unset, it costs a dictionary lookup.
+start reaches it, as pytest-cov reaches subprocesses. The installed ``.pth`` line reads it and,
+when it is set, registers the standard-library import hook of the top-level ``_spacr_accel_hook``
+module (which also owns the variable's words): the start imports neither NumPy nor this package,
+and the hook calls :func:`start` when spaCR is first reached.
 """
 
 from __future__ import annotations
@@ -11,38 +14,26 @@ from __future__ import annotations
 import os
 import warnings
 
+from _spacr_accel_hook import VARIABLE, modes_from
+
 __all__ = ["VARIABLE", "modes_from", "start"]
 
-VARIABLE = "SPACR_ACCEL_PATCH"
 
-_MODES = {"check": "check", "strict": "strict", "report": "report", "keep-memory": "keep_memory"}
-"""Each word of the variable and the :func:`spacr_accel_core.patch.install` keyword it sets."""
-_WORDS = {"1", *_MODES}
-_OFF = {"", "0", "false", "no", "off"}
+def start(modes: dict[str, bool] | None = None) -> None:
+    """Install the patch with the variable's modes. Never raises: a broken patch must not stop the
+    import that asked for it (nor, from an older ``.pth`` line, Python's start).
 
-
-def modes_from(value: str) -> dict[str, bool] | None:
-    """The :func:`spacr_accel_core.patch.install` keywords a variable's value asks for, or None
-    for "off". Unknown words are named in a warning and ignored."""
-    words = [word.strip().lower() for word in value.split(",")]
-    if all(word in _OFF for word in words):
-        return None
-    unknown = sorted({word for word in words if word not in _WORDS | _OFF})
-    if unknown:
-        warnings.warn(f"{VARIABLE}: ignoring {', '.join(map(repr, unknown))} (a comma list of "
-                      f"1, {', '.join(_MODES)})", RuntimeWarning, stacklevel=2)
-    return {keyword: word in words for word, keyword in _MODES.items()}
-
-
-def start() -> None:
-    """Install the patch if the variable asks for it. Never lets interpreter start-up fail."""
-    modes = modes_from(os.environ.get(VARIABLE, ""))
+    :param modes: the :func:`spacr_accel_core.patch.install` keywords, as :func:`modes_from` reads
+        them; None reads the variable now (and does nothing when it is unset).
+    """
     if modes is None:
-        return
+        modes = modes_from(os.environ.get(VARIABLE, ""))
+        if modes is None:
+            return
     try:
         from . import install
 
         install(**modes)
-    except Exception as error:  # a broken patch must not stop Python from starting
+    except Exception as error:  # a broken patch must not stop the import that asked for it
         warnings.warn(f"{VARIABLE}: the patch could not be installed ({type(error).__name__}: {error})",
                       RuntimeWarning, stacklevel=2)
