@@ -84,9 +84,10 @@ def test_the_read_score_is_served_bit_for_bit(patched: None) -> None:
         got = ops_sbs.estimate_read_locations(data)
         assert got.tobytes() == own(data).tobytes()  # type: ignore[operator]
     served, passed = _seam("spacr.ops_sbs.estimate_read_locations")
-    assert sum(served.values()) == 4 and not passed
+    # the two stacks holding the NaN make a NaN score: which NaN (its sign) is spaCR's NumPy's to say
+    assert sum(served.values()) == 2 and sum(passed.values()) == 2
     ops_sbs.estimate_read_locations(np.swapaxes(stack, 2, 3))  # not C-ordered: spaCR's own
     with pytest.raises(ValueError, match="cycles, channels"):
         ops_sbs.estimate_read_locations(stack[0])  # spaCR's own error for its own bad input
     _, passed = _seam("spacr.ops_sbs.estimate_read_locations")
-    assert sum(passed.values()) == 2
+    assert sum(passed.values()) == 4

@@ -12,16 +12,21 @@ and the input's memory layout: only a plain C-ordered ndarray of real numbers is
 ordered or complex image goes to spaCR). ``estimate_read_locations``' order of sums is NumPy's on a
 C-ordered float32 stack, which the registry repeats: a stack whose float32 form is not C-ordered goes
 to spaCR, and so does one with no cycles or channels (spaCR's NumPy warns there, and the warnings
-are spaCR's to give).
+are spaCR's to give). So does a stack whose score is not finite everywhere: a NaN, an infinity or a
+value whose square overflows float32 always makes its pixel's score NaN or infinite, and there
+spaCR's NumPy warns (``inf - inf``, an overflow) and decides which NaN the pixel holds. The score is
+made first and looked at (a pass over one plane, not over the stack); the stack is only read.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .. import ops
+from ._errstate import underflow_ignored
 from ._floor import above_floor
 from ._outcome import PassThrough, served_by
 
@@ -47,8 +52,11 @@ def translate(image: Any, dy: Any, dx: Any) -> tuple[Any, str]:
 
 def estimate_read_locations(stack: Any) -> tuple[Any, str]:
     """``spacr.ops_sbs.estimate_read_locations``: the registry's ``spot_score`` of the float32 stack."""
+    if isinstance(stack, np.ndarray) and np.iscomplexobj(stack):
+        raise PassThrough("a complex stack (spaCR's cast warns that it drops the imaginary part)")
+    underflow_ignored()
     try:
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore"):  # an overflow makes the score non-finite: spaCR's, below
             array = np.asarray(stack, dtype=np.float32)
     except (TypeError, ValueError):
         raise PassThrough("a stack NumPy cannot read as float32") from None
@@ -58,4 +66,8 @@ def estimate_read_locations(stack: Any) -> tuple[Any, str]:
         raise PassThrough("a stack not in C order (NumPy may sum its cycles in another order)")
     if array.shape[0] == 0 or array.shape[1] == 0:
         raise PassThrough("no cycles or no channels (spaCR's NumPy warns and answers NaN)")
-    return ops.spot_score(array), served_by()
+    score = ops.spot_score(array)
+    if score.size and not math.isfinite(float(score.max())):  # a deviation is never negative
+        raise PassThrough("a NaN, an infinity or an overflow in the score (spaCR's NumPy decides the "
+                          "NaN's sign and warns)")
+    return score, served_by()
