@@ -3,7 +3,8 @@
 
 It lowers its priority first (``nice 19``), takes the cache folder's lock (or exits at once: another
 compiler is at work), and compiles (or loads) each kernel of :func:`._warm._jobs` in the warm-up's
-order, listing each in the ledger as soon as numba has written it.
+order, a kernel a process waits for first (:data:`._compiler.WANTED`), listing each in the ledger
+as soon as numba has written it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from . import _warm
-from ._compiler import _PACKAGE, LOCK, LOCK_TRIES, Entry, read_ledger, try_lock, unlock, write_ledger
+from ._compiler import (
+    _PACKAGE,
+    LOCK,
+    LOCK_TRIES,
+    Entry,
+    read_ledger,
+    served_all,
+    try_lock,
+    unlock,
+    wanted,
+    write_ledger,
+)
 
 
 def _compiles(modules: list[Any]) -> int:
@@ -105,7 +117,13 @@ def _compile_into(folder: Path) -> None:
 
     listed = read_ledger(folder)
     where = ""
-    for name, job in _warm._jobs():
+    jobs = dict(_warm._jobs())
+    pending = list(jobs)
+    while pending:
+        asked = [name for name in wanted(folder) if name in pending]  # what processes wait for, first
+        name = asked[0] if asked else pending[0]
+        pending.remove(name)
+        job = jobs[name]
         began, before = time.perf_counter(), _compiles(_ours())
         failed = ""
         try:
@@ -116,6 +134,7 @@ def _compile_into(folder: Path) -> None:
         where = where or str(getattr(cache, "_cache_path", ""))
         listed[name] = Entry(time.perf_counter() - began, _compiles(_ours()) - before, failed)
         write_ledger(folder, listed, where)
+    served_all(folder)
 
 
 if __name__ == "__main__":

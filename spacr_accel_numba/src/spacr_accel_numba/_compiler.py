@@ -51,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -273,6 +274,35 @@ def write_ledger(folder: Path, kernels: dict[str, Entry], where: str) -> None:
         raise
 
 
+# ---- the kernels the processes wait for ------------------------------------------------------------
+
+WANTED = "spacr-accel-numba.wanted"
+"""The kernels calls are waiting for, one name a line, first asked first, in the cache folder: the
+compiler takes them before the rest of its order (a process calling only ``nearest_neighbours``
+must not wait behind spaCR's decode kernels)."""
+
+
+def want(folder: Path, name: str) -> None:
+    """Ask the compiler for kernel ``name`` next (appended: several processes ask at once)."""
+    with contextlib.suppress(OSError), (folder / WANTED).open("a", encoding="utf-8") as sink:
+        sink.write(name + "\n")
+
+
+def wanted(folder: Path) -> list[str]:
+    """The kernels asked for in ``folder``, first asked first (none where the file is missing or unreadable)."""
+    try:
+        text = (folder / WANTED).read_text(encoding="utf-8", errors="replace")[:65536]
+    except OSError:
+        return []
+    return list(dict.fromkeys(line.strip() for line in text.splitlines() if line.strip()))
+
+
+def served_all(folder: Path) -> None:
+    """Every kernel is in the cache: what was asked for is answered (the list starts empty again)."""
+    with contextlib.suppress(OSError):
+        (folder / WANTED).unlink()
+
+
 # ---- the lock -------------------------------------------------------------------------------------
 
 
@@ -394,14 +424,17 @@ def _running(folder: Path) -> bool:
     return mine or compiling(folder)
 
 
-def wait_for(name: str, folder: Path, stop: threading.Event | None = None) -> bool:
+def wait_for(name: str, folder: Path, stop: threading.Event | None = None,
+             switch: Callable[[], bool] | None = None) -> bool | None:
     """Wait until the ledger in ``folder`` lists kernel ``name``, starting a compiler when none runs.
 
     :param name: the kernel (a name of :func:`._warm._jobs`).
     :param folder: the cache folder (:func:`cache_folder`).
     :param stop: set to stop waiting early (never set in normal use).
+    :param switch: asked at each look: ``True`` when the caller now wants another kernel first.
     :returns: ``True`` when the ledger lists it (compiled, or failed there: the caller's own compile
-        then says why); ``False`` when no compiler will write it (the caller compiles it itself).
+        then says why); ``False`` when no compiler will write it (the caller compiles it itself);
+        ``None`` when ``switch`` said to wait for another kernel first.
     """
     deadline = time.monotonic() + STALL
     seen = -1
@@ -409,6 +442,8 @@ def wait_for(name: str, folder: Path, stop: threading.Event | None = None) -> bo
         listed = read_ledger(folder)
         if name in listed:
             return True
+        if switch is not None and switch():
+            return None
         if len(listed) != seen:
             seen, deadline = len(listed), time.monotonic() + STALL
         if not _running(folder) and not start(folder):

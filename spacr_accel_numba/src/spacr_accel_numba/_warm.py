@@ -28,6 +28,7 @@ calls never wait on the parent's thread, and :func:`warm` returns there too.
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib
 import logging
 import os
@@ -192,7 +193,7 @@ atexit.register(_launch_at_exit)
 
 
 def _compile_all() -> None:
-    global _failure, _kernels  # noqa: PLW0603  # written once by the warm-up thread, read by calls
+    global _failure, _kernels, _asked_in  # noqa: PLW0603  # written once by the warm-up thread, read by calls
     # WHY WAIT. Importing numba and loading the kernels holds the GIL for about a second, and a
     # fresh process's first calls import their own modules in that time (scipy.spatial alone takes
     # ~0.45 s, the floor's first search): side by side both ran at half speed, and the first calls
@@ -202,22 +203,58 @@ def _compile_all() -> None:
     # it starts, the more of the cache a short process leaves filled behind it.
     folder = _folder()
     if folder is not None:
+        _asked_in = folder
+        for name in list(_asked):  # asked before the folder was known: told before the compiler starts
+            _compiler.want(folder, name)
         _launch(folder)
     _hurry.wait(_GRACE)
+    jobs = dict(_jobs())
+    pending = list(jobs)
     try:
-        for name, job in _jobs():
-            if folder is not None and _shared(job):
-                _compiler.wait_for(name, folder)
+        while pending:
+            name = _next(pending)
+            job = jobs[name]
+            switch = functools.partial(_switched, pending, name)
+            if folder is not None and _shared(job) and _compiler.wait_for(name, folder, switch=switch) is None:
+                continue  # a call now waits for another kernel: that one first
             if _kernels is None:  # imported only now: a compiler elsewhere spared this process numba until here
                 from . import _kernels as loaded
 
                 _kernels = loaded
             _compile(job, _kernels)
             _ready.add(name)
+            pending.remove(name)
             _log.debug("numba kernel %s is ready", name)
     except Exception as exc:  # any failure to compile only makes this backend unusable
         _failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
         _log.warning("spacr-accel-numba: compiling its kernels failed (%s); the next backend answers", _failure)
+
+
+_asked: list[str] = []
+"""The kernels this process's calls have waited for, first asked first: compiled (or loaded) first."""
+
+_asked_in: Path | None = None
+"""The cache folder the detached compiler reads the asked kernels from, once the warm-up knows it."""
+
+
+def _next(pending: list[str]) -> str:
+    """The kernel to get next: the first one a call waits for, else the first in the order."""
+    return next((name for name in list(_asked) if name in pending), pending[0])
+
+
+def _switched(pending: list[str], name: str) -> bool:
+    """Whether a call now waits for a kernel other than ``name``, the one being waited for."""
+    return _next(pending) != name
+
+
+def _ask(name: str) -> None:
+    """Note that a call waits for ``name`` (once per kernel): this process and its compiler take it next."""
+    if name in _asked:
+        return
+    _asked.append(name)
+    folder = _asked_in
+    if folder is not None:
+        _compiler.want(folder, name)
 
 
 _REPAIRS = 32
@@ -263,6 +300,7 @@ def kernels_for(name: str) -> ModuleType:
         return _kernels
     if _failure is not None:
         raise BackendUnavailable(f"numba could not compile its kernels here ({_failure})")
+    _ask(name)
     start()
     raise BackendWarming(f"numba is still compiling its {name} kernel in the background (first use in this "
                           "process); the next backend answers until it is ready")

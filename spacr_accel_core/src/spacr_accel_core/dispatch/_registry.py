@@ -492,25 +492,8 @@ class Registry:
                 logger.debug("%s served by %r after %s declined", operation, impl.plugin,
                              [name for name, _ in declined])
             return result
-        if only and waiting:  # nothing else may run: the best of those still building is waited for
-            return self._only_waiting(snapshot, operation, next(i for i in impls if i.plugin == waiting[0]), args,
-                                      declined, check, expected)
         raise NoBackendError(operation, [*declined, *skipped, *out_of_line],
                              hint=fix_hint(snapshot.plugins, snapshot.floor, only))
-
-    def _only_waiting(self, snapshot: _Snapshot, operation: str, impl: _Impl, args: tuple[Any, ...],
-                      declined: list[tuple[str, str]], check: Callable[[Any, Any], str | None], expected: Any) -> Any:
-        """Under ``only``: the call on a backend still building, as a forced one (waited for, bounded)."""
-        try:
-            result = self._forced_call(snapshot, operation, impl.plugin, impl.function, args)
-        except RuntimeError as exc:  # still building after the bound (or declined now): the error's reason
-            reasons = [(plugin, _describe(exc) if plugin == impl.plugin else why) for plugin, why in declined]
-            raise NoBackendError(operation, reasons, hint=fix_hint(snapshot.plugins, snapshot.floor, True)) from exc
-        if (problem := check(result, expected)) is not None:
-            self._fault(snapshot, impl.plugin, operation, problem)
-            raise PluginFault(f"backend {impl.plugin!r} broke the {operation} contract: {problem}")
-        self._last.call = (operation, impl.plugin, [item for item in declined if item[0] != impl.plugin], (), [])
-        return result
 
     def _why_not(self, snapshot: _Snapshot, plugin: str, operation: str, exc: BaseException) -> str:
         """The reason a backend's raise gives for falling through, logged by what it means.

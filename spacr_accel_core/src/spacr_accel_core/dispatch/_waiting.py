@@ -3,8 +3,10 @@
 WHY. A backend that compiles in the background (numba) declines with
 :class:`~spacr_accel_core.BackendWarming` until the piece a call needs is ready, and automatic
 dispatch hands the call to the next backend meanwhile. A caller who forced it (``backend=`` on a
-call, or ``use(..., only=True)``: a benchmark, a test, a site that trusts it) has no next backend:
-raising the decline failed every fresh process. Waiting for the backend's whole warm-up failed too,
+call: a benchmark, a test, a site that trusts it) has no next backend: raising the decline failed
+every fresh process. (``use(..., only=True)`` is not waited for: it is how spaCR's patch asks for a
+backend above the floor *now*, handing the call to spaCR's own function while numba compiles.)
+Waiting for the backend's whole warm-up failed too,
 wherever the whole set took longer than the bound (numba's thirteen kernels on a cold cache, a
 minute of one core) though the one kernel the call needed was ready in seconds.
 
