@@ -7,6 +7,7 @@
   the declaration read and judged.
 - ``_ranking``: the order (priority, name, the floor last), why a plugin is passed over, the fix line.
 - ``_registry``: the snapshot, the lazy bounded questions, quarantine, the per-call dispatch.
+- ``_waiting``: a forced backend still building, asked again until its call's piece is ready (bounded).
 
 May import: the contract, the kit, the operation table. Never the devices, a face or a backend.
 """
