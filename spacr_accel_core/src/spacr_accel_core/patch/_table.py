@@ -88,7 +88,7 @@ _REGISTER = ("original", "register")
 SPACR_1_5 = SeamTable(
     name="1.5",
     seams=(
-        Seam("spacr.ops_accel", "maximum_filter", "maximum_filter"),
+        Seam("spacr.ops_accel", "maximum_filter", "maximum_filter", ("accel",)),
         Seam("spacr.ops_accel", "matmul", "matmul"),
         Seam("spacr.ops_accel", "nearest_neighbours", "nearest_neighbours", ("original", "accel")),
         Seam("spacr.ops_register", "phase_correlate", "phase_correlate", _REGISTER),
