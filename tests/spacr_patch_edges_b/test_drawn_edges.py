@@ -223,7 +223,11 @@ def fields(draw: st.DrawFn) -> dict[int, list[Any]]:
         for _channel in range(channels):
             moved = np.roll(pattern, tuple(rng.integers(-3, 4, 2)), axis=(0, 1)) + rng.random((height, width))
             layout = field_layout if draw(st.booleans()) else draw(st.sampled_from(["C", "F"]))
-            planes[cycle].append(_laid_out(moved.astype(dtype), layout))
+            plane = moved.astype(dtype)
+            if draw(st.integers(0, 5)) == 0:  # now and then a special value somewhere in one plane
+                with np.errstate(all="ignore"):
+                    plane.reshape(-1)[draw(st.integers(0, plane.size - 1))] = draw(st.sampled_from(_specials(dtype)))
+            planes[cycle].append(_laid_out(plane, layout))
     if cycles > 1 and draw(st.booleans()):
         planes[cycles + 1] = [None] * channels
     return planes

@@ -157,3 +157,17 @@ def test_spacrs_cast_warnings_are_given_once(same_as_spacr: Callable[..., Any]) 
     same_as_spacr(lambda: ops_accel.nearest_neighbours(points, points, gpu=False), points)
     with np.errstate(over="raise"):
         same_as_spacr(lambda: ops_accel.maximum_filter(np.array([[1e300, 1.0]] * 3), 3, gpu=False))
+
+
+@pytest.mark.parametrize("tolerance", [np.float32(2.0), np.int64(8), "8", (2, "x")])
+def test_a_tolerance_spacr_raises_on_late_gives_its_warnings_once(same_as_spacr: Callable[..., Any],
+                                                                  tolerance: Any) -> None:
+    """spaCR reads the tolerance only after its channel registrations, which warn on an infinity: the
+    seam leaves such a tolerance to spaCR before making any of them."""
+    import spacr.ops_cycles as cycles
+
+    plane = _field(10, (16, 16))
+    plane[0, 0] = -np.inf
+    planes = {1: [_field(11, (16, 16))], 2: [plane]}
+    outcome = same_as_spacr(lambda: cycles.align_field(planes, tolerance=tolerance, gpu=False))
+    assert outcome.error is not None and outcome.warned

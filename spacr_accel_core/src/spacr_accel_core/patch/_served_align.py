@@ -80,6 +80,18 @@ def _place(out: np.ndarray, image: np.ndarray, dy: int, dx: int) -> None:
     out[top:bottom, right:] = 0
 
 
+def _readable_tolerance(value: Any, name: str) -> None:
+    """A pass-through, before any registration, for a tolerance spaCR's ``phase_correlate`` would
+    raise on (it reads an ``int`` or ``float``, or unpacks a pair, after its surface): raised in the
+    middle of the field, it would send the call to spaCR with the registrations before it made
+    twice, and their warnings given twice."""
+    if value is None or isinstance(value, (int, float)):
+        return
+    pair = isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray) and value.shape == (2,))
+    if not (pair and len(value) == 2 and all(isinstance(item, numbers.Real) for item in value)):
+        raise PassThrough(f"{name}={value!r} (spaCR's phase_correlate reads a number or a pair of numbers)")
+
+
 def _usable(planes: Any) -> tuple[dict[int, list[np.ndarray]], list[int], tuple[int, int, int], str]:
     """spaCR's split of the offered cycles into usable and missing, the common ``(channels, Y, X)`` and
     the planes' one memory order (:mod:`._layout`), or a pass-through where spaCR's own code would
@@ -161,6 +173,8 @@ def align_field(planes: Any, *, reference: Any = None, tolerance: Any = _SPACRS,
     """
     if tolerance is _SPACRS:
         tolerance = (original.__kwdefaults__ or {})["tolerance"]
+    _readable_tolerance(tolerance, "tolerance")
+    _readable_tolerance(module._CHANNEL_TOLERANCE, "_CHANNEL_TOLERANCE")
     usable, missing, (channels, height, width), order = _usable(planes)
     if reference is None:
         reference = min(usable)
