@@ -68,7 +68,7 @@ def _forget() -> None:
     if callable(reset):
         reset()
     else:
-        accelerator._CACHED = None
+        accelerator._CACHED = None  # type: ignore[attr-defined]  # spaCR's cache, which its _reset_device_cache clears
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
