@@ -186,11 +186,17 @@ class Installer:
         namespace[name] = value
 
     def _add_surface(self, module: types.ModuleType) -> None:
-        from ._surface import SURFACE_NAME, spacr_surface
+        """spaCR's NumPy surface in its table replaced by the patch's stand-in (spaCR's own function
+        but inside the seam's own call): no name is added, so a caller's ``backend=`` and spaCR's
+        messages see spaCR's table as it is."""
+        from ._surface import in_place_of
 
         surfaces = getattr(module, "_SURFACES", None)
-        if isinstance(surfaces, dict):
-            self._set(surfaces, SURFACE_NAME, spacr_surface)
+        if isinstance(surfaces, dict) and callable(surfaces.get("numpy")):
+            spacrs = original_of(surfaces["numpy"])
+            stand_in = in_place_of(spacrs)
+            setattr(stand_in, _ORIGINAL, spacrs)
+            self._set(surfaces, "numpy", stand_in)
 
     def _replace_attribute(self, module: types.ModuleType, seam: Seam) -> None:
         original = original_of(getattr(module, seam.attribute))
