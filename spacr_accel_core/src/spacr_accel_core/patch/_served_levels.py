@@ -51,10 +51,10 @@ def _plane(value: Any, what: str) -> np.ndarray:
     if isinstance(value, np.ndarray) and np.iscomplexobj(value):
         raise PassThrough(f"a complex {what} (spaCR's cast warns that it drops the imaginary part)")
     try:
-        with np.errstate(over="raise"):  # spaCR's own cast warns of the overflow: its call, its warning
+        with np.errstate(over="raise", invalid="raise"):  # spaCR's own cast warns (an overflow, a signalling NaN)
             array = np.asarray(value, dtype=np.float32)
     except FloatingPointError:
-        raise PassThrough(f"a {what} whose values overflow float32") from None
+        raise PassThrough(f"a {what} whose float32 cast overflows or meets a signalling NaN") from None
     except (TypeError, ValueError, OverflowError):
         raise PassThrough(f"a {what} NumPy cannot read as float32") from None
     if array.ndim != 2 or array.size == 0:

@@ -56,8 +56,10 @@ def estimate_read_locations(stack: Any) -> tuple[Any, str]:
         raise PassThrough("a complex stack (spaCR's cast warns that it drops the imaginary part)")
     underflow_ignored()
     try:
-        with np.errstate(over="ignore"):  # an overflow makes the score non-finite: spaCR's, below
+        with np.errstate(over="raise", invalid="raise"):  # spaCR's own cast warns (an overflow, a signalling NaN)
             array = np.asarray(stack, dtype=np.float32)
+    except FloatingPointError:
+        raise PassThrough("a stack whose float32 cast overflows or meets a signalling NaN") from None
     except (TypeError, ValueError):
         raise PassThrough("a stack NumPy cannot read as float32") from None
     if array.ndim != 4:

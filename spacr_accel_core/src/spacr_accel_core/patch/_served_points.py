@@ -79,11 +79,20 @@ def _plain(value: Any, name: str, largest: float = math.inf) -> Any:
     return value
 
 
-def _rows(value: Any, name: str, largest: float = math.inf) -> np.ndarray:
+def _float64(value: Any, name: str) -> np.ndarray:
+    """``value`` as spaCR reads it, ``np.asarray(value, float)``; a cast that NumPy warns about (a
+    signalling NaN, an overflow) is left to spaCR's own, so that its warning is given once."""
     try:
-        array = np.asarray(value, float)
+        with np.errstate(invalid="raise", over="raise"):
+            return np.asarray(value, float)
+    except FloatingPointError:
+        raise PassThrough(f"{name} whose float64 cast NumPy warns about") from None
     except (TypeError, ValueError):
         raise PassThrough(f"{name} NumPy cannot read as float64") from None
+
+
+def _rows(value: Any, name: str, largest: float = math.inf) -> np.ndarray:
+    array = _float64(value, name)
     if array.ndim != 2 or array.shape[1] != 2:
         raise PassThrough(f"{name} that is not (N, 2) rows")
     if array.size:
@@ -119,10 +128,7 @@ def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 
     """``spacr.ops_sbs.attribute_reads``: the registry's ``attribute_reads``, which is spaCR's
     definition (its tree's ball query, its ``np.hypot`` gaps, its stable order) without the loop."""
     points, centres = _rows(peaks, "peaks"), _rows(centroids, "centroids")
-    try:
-        area = np.asarray(areas, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise PassThrough("areas NumPy cannot read as float64") from None
+    area = _float64(areas, "areas").reshape(-1)
     if area.shape[0] != centres.shape[0]:
         raise PassThrough("not one area per centroid")
     for value, name in ((footprint, "footprint"), (tie, "tie")):
