@@ -39,16 +39,24 @@ once per band. So the bands run only on two C-ordered fields holding finite valu
 no transform or product can overflow (:data:`_BOUND`); any other pair is computed by the same NumPy
 calls on the whole arrays as given, in the calling thread, which keeps spaCR's layouts and warnings.
 
-The peak, its height, the mean absolute value, the unwrap and the verdict stay spaCR's own code: the
-patch hands this surface to spaCR's ``phase_correlate`` under a backend name of its own, so
-everything after the surface is computed by spaCR itself.
+The peak, its height, the mean absolute value, the unwrap and the verdict stay spaCR's own code:
+everything after the surface is computed by spaCR itself. The patch adds no name to spaCR's table
+of surfaces (a caller would see it: ``backend="spacr_accel"`` answered, where spaCR raises, and
+every unknown backend's message listing it). It puts :func:`in_place_of` spaCR's NumPy surface
+instead, which computes this surface only inside the seam's own call (:func:`serving`, a context
+variable: another thread never sees it), and is spaCR's own function everywhere else; the seam lets
+spaCR choose its NumPy path as it always would, so the record's ``backend`` is spaCR's ``"numpy"``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import math
 import numbers
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -56,11 +64,14 @@ import numpy as np
 from ..tiling import cpu_threads, run_parts
 from ._outcome import PassThrough
 
-__all__ = ["SURFACE_NAME", "spacr_surface", "spacr_would_raise"]
+__all__ = ["in_place", "in_place_of", "serving", "spacr_surface", "spacr_would_raise"]
 
-SURFACE_NAME = "spacr_accel"
-"""The name the surface is registered under in spaCR's table of surfaces; a
-:class:`spacr.ops_register.Registration` made through the patch says it in ``backend``."""
+_SERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_serving_surface", default=False)
+"""True inside the seam's own call to spaCR's ``phase_correlate`` (:func:`serving`), in that call's
+context alone: another thread meanwhile sees False."""
+
+_MARK = "__spacr_accel_surface__"
+"""The attribute that marks the patch's stand-in for spaCR's NumPy surface."""
 
 _BOUND = 1e150
 """The largest sum of a field's absolute values banded: a spectrum's every value is at most that sum,
@@ -249,3 +260,43 @@ def spacr_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     run_parts(inverse_columns, column_bands)
     run_parts(inverse_rows, row_bands)
     return surface
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[None]:
+    """The seam's own call: inside it, the stand-in :func:`in_place_of` puts in spaCR's table
+    computes :func:`spacr_surface`."""
+    token = _SERVING.set(True)
+    try:
+        yield
+    finally:
+        _SERVING.reset(token)
+
+
+def in_place_of(spacrs: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray],
+                                                                                    np.ndarray]:
+    """The stand-in for spaCR's NumPy surface in spaCR's table while the patch is installed.
+
+    :param spacrs: spaCR's own NumPy surface, which the stand-in is everywhere but in the seam's
+        own call (a caller who reaches the table directly, spaCR's own function beside a served
+        call in the check mode, a call the seam left to spaCR).
+    """
+
+    def numpy_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        if _SERVING.get():
+            return spacr_surface(first, second)
+        return spacrs(first, second)
+
+    functools.update_wrapper(numpy_surface, spacrs)
+    setattr(numpy_surface, _MARK, True)
+    return numpy_surface
+
+
+def in_place(register: Any) -> bool:
+    """Whether spaCR's table of surfaces in ``register`` (``spacr.ops_register``) holds the
+    patch's stand-in for its NumPy surface: a caller may have put a function of their own there.
+
+    :param register: spaCR's ``ops_register`` module.
+    """
+    surfaces = getattr(register, "_SURFACES", None)
+    return isinstance(surfaces, dict) and getattr(surfaces.get("numpy"), _MARK, False) is True
