@@ -152,11 +152,33 @@ def _none(**given: Any) -> None:
         raise PassThrough(f"{', '.join(name + '=' for name in named)} given")
 
 
-def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: Any = None) -> tuple[Any, str]:
+def _spacrs_own(module: Any, name: str) -> bool:
+    """Whether ``module.name`` is still the function spaCR's module defines (not one put in its place)."""
+    code = getattr(getattr(module, name, None), "__code__", None)
+    return code is not None and code.co_name == name and code.co_filename == getattr(module, "__file__", None)
+
+
+def _spacrs_order(module: Any, name: str, gpu: Any) -> tuple[Any, ...]:
+    """spaCR's backend order (``module.name(gpu)``), asked as spaCR asks it. spaCR's own ends in
+    ``"numpy"`` and is ``("numpy",)`` for ``gpu=False`` (so it is not asked then); one put in its
+    place that lacks ``"numpy"`` (empty, or only cards that may fail) can end in spaCR's
+    ``RuntimeError`` ("no usable backend"), which only spaCR's own function raises."""
+    if not gpu and _spacrs_own(module, name):
+        return ("numpy",)
+    order = tuple(getattr(module, name)(gpu))
+    if "numpy" not in order:
+        raise PassThrough(f"spaCR's own backend order {order!r} has no numpy (spaCR may raise)")
+    return order
+
+
+def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: Any = None,
+                   accel: Any) -> tuple[Any, str]:
     """``spacr.ops_accel.maximum_filter``: SciPy's ``maximum_filter(float32, size, mode="nearest")``
     with even sizes made odd, which is the registry's answer wherever neither rule of its own
     applies."""
     _none(backend=backend)
+    if not _spacrs_own(accel, "accelerated_backends"):  # spaCR's own always offers numpy's answer
+        _spacrs_order(accel, "accelerated_backends", gpu)
     data = _as_float32(field, "field")
     if data.ndim != 2 or data.size == 0:
         raise PassThrough("not a non-empty 2-D field")
@@ -208,10 +230,9 @@ def phase_correlate(first: Any, second: Any, *, register: Any, original: Callabl
     underflow_ignored()  # a tiny field's transform underflows: reported as spaCR's NumPy reports it
     spacr_would_raise(first, second, options)
     gpu = options.get("gpu", True)
-    if gpu:
-        order = register.available_backends(gpu)
-        if order[0] != "numpy":
-            raise PassThrough(f"spaCR registers on its own {order[0]} here")
+    order = _spacrs_order(register, "available_backends", gpu)
+    if order[0] != "numpy":
+        raise PassThrough(f"spaCR registers on its own {order[0]} here")
     if not in_place(register):
         raise PassThrough("spaCR's NumPy surface is not the one the patch put in its table")
     with serving():
@@ -298,7 +319,7 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: Any = True, backend: An
     if not all(math.isfinite(points.min()) and math.isfinite(points.max()) and np.abs(points).max() <= _FAR
                for points in (src, dst)):
         raise PassThrough("a coordinate that is not finite or beyond 1e18")
-    spacrs_own = accel.accelerated_backends(gpu)[0] if gpu else "numpy"
+    spacrs_own = _spacrs_order(accel, "accelerated_backends", gpu)[0]
     if spacrs_own != "numpy":
         raise PassThrough(f"spaCR searches on its own {spacrs_own} here")
     index, gap = ops.nearest_neighbours(src, dst, k=2, gpu=bool(gpu))
