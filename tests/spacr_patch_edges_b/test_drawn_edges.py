@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-LAYOUTS = ("C", "F", "strided", "transposed", "reversed", "list")
+LAYOUTS = ("C", "F", "strided", "transposed", "reversed", "list", "tuple")
+GPU = st.sampled_from([True, False, 0, 1, np.bool_(False), np.bool_(True)])
 SCALAR_TYPES = (float, int, bool, np.float32, np.float16, np.float64, np.int64)
 COUNT_TYPES = (int, int, np.int64, np.int64, bool, float, np.float32)
 """For sizes, windows and chunks: mostly integers, which spaCR's callers pass, the rest at times."""
@@ -81,7 +82,13 @@ def _laid_out(array: np.ndarray, layout: str) -> Any:
         return np.ascontiguousarray(array[::-1])[::-1]
     if layout == "list":
         return array.tolist()
+    if layout == "tuple":
+        return _tuples(array.tolist())
     return np.ascontiguousarray(array)
+
+
+def _tuples(nested: Any) -> Any:
+    return tuple(_tuples(item) for item in nested) if isinstance(nested, list) else nested
 
 
 @st.composite
@@ -99,9 +106,9 @@ def sides(low: int = 1, high: int = 9) -> st.SearchStrategy[int]:
 
 @SETTINGS
 @given(data=st.data(), height=sides(), width=sides(), size=numbers([1, 2, 3, 4, 5], COUNT_TYPES),
-       gpu=st.booleans())
+       gpu=GPU)
 def test_maximum_filter(same_as_spacr: Callable[..., Any], data: st.DataObject, height: int, width: int, size: Any,
-                        gpu: bool) -> None:
+                        gpu: Any) -> None:
     from spacr import ops_accel
 
     field = data.draw(arrays((height, width)))
@@ -185,9 +192,9 @@ def test_extract_bases(same_as_spacr: Callable[..., Any], data: st.DataObject, c
 
 @SETTINGS
 @given(data=st.data(), sources=st.integers(1, 12), targets=st.integers(1, 12), width=st.sampled_from([1, 2, 3, 8, 9]),
-       chunk=numbers([4096, 2, 1], COUNT_TYPES), gpu=st.booleans())
+       chunk=numbers([4096, 2, 1], COUNT_TYPES), gpu=GPU)
 def test_nearest_neighbours(same_as_spacr: Callable[..., Any], data: st.DataObject, sources: int, targets: int,
-                            width: int, chunk: Any, gpu: bool) -> None:
+                            width: int, chunk: Any, gpu: Any) -> None:
     from spacr import ops_accel
 
     source = data.draw(arrays((sources, width), specials=1))
@@ -196,9 +203,9 @@ def test_nearest_neighbours(same_as_spacr: Callable[..., Any], data: st.DataObje
 
 
 @SETTINGS
-@given(data=st.data(), rows=st.integers(1, 6), inner=st.integers(1, 6), columns=st.integers(1, 6), gpu=st.booleans())
+@given(data=st.data(), rows=st.integers(1, 6), inner=st.integers(1, 6), columns=st.integers(1, 6), gpu=GPU)
 def test_matmul(same_as_spacr: Callable[..., Any], data: st.DataObject, rows: int, inner: int, columns: int,
-                gpu: bool) -> None:
+                gpu: Any) -> None:
     from spacr import ops_accel
 
     first = data.draw(arrays((rows, inner), specials=1))
