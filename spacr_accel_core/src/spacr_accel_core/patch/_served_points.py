@@ -25,7 +25,7 @@ Any argument whose arithmetic is not plain float64 (a ``float32`` radius, an arr
 and so does any magnitude spaCR's arithmetic could overflow with (:data:`LARGEST`): there its NumPy
 warns, and its tree refuses the moved points that overflowed (``ValueError``).
 
-A GENERATOR PASSED AS THE SEED IS SHARED: ``default_rng`` hands spaCR the caller's own. The seam draws
+A GENERATOR PASSED IN IS SHARED: ``default_rng`` hands spaCR the caller's own. The seam draws
 from a copy of it, and only once the answer is made does it set the caller's generator to the copy's
 state, which is where spaCR's own draws leave it; a call that goes to spaCR after all (no backend
 could score) leaves the caller's generator as it was given.
@@ -106,7 +106,7 @@ def _rows(value: Any, name: str, largest: float = math.inf) -> np.ndarray:
 
 def _own_generator(seed: Any) -> Any:
     """What the seam draws from: a copy of a generator or bit generator the caller shares with
-    spaCR (the caller's is set to the copy's state once the answer is made), else the seed itself."""
+    spaCR (the caller's is set to the copy's state once the answer is made), else what was given."""
     if isinstance(seed, (np.random.Generator, np.random.BitGenerator)):
         return copy.deepcopy(seed)
     return seed
@@ -114,7 +114,7 @@ def _own_generator(seed: Any) -> Any:
 
 def _advance(seed: Any, drawn: Any) -> None:
     """The caller's generator (or bit generator) ``seed`` set to the state of ``drawn``, its copy
-    that the seam drew from; nothing for a seed that is not shared."""
+    that the seam drew from; nothing for anything else (nothing was shared)."""
     if drawn is seed:
         return
     if isinstance(seed, np.random.Generator):
