@@ -1,6 +1,7 @@
 """A forced backend still building the piece a call needs is waited for, bounded, never raising
 ``BackendWarming`` (``backend=`` on a call); after the bound the error names what it was building.
-``use(..., only=True)`` is not waited for (spaCR's patch hands such a call to spaCR at once).
+``use(..., only=True)`` is waited for the same way, unless the caller says ``wait=False`` (spaCR's
+patch, which hands such a call to spaCR's own function at once).
 Each test runs a private registry with a plugin that builds one piece
 in a thread while its whole warm-up never finishes within the bound."""
 
@@ -21,6 +22,7 @@ from spacr_accel_core import (
     Declaration,
     NoBackendError,
     Registry,
+    config,
     hookimpl,
     ops,
     use,
@@ -82,16 +84,44 @@ def test_a_forced_backend_waits_for_its_piece_not_for_its_whole_warm_up(private:
     assert private.last_dispatch().backend == "building" and state["warm_ups"] == 1 and state["calls"] >= 2
 
 
-def test_only_is_not_waited_for_it_hands_the_call_on_at_once(private: Registry) -> None:
-    # spaCR's patch asks for the backends above the floor with only=True and hands the call to spaCR
-    # meanwhile: that must be at once, with the backend named as still building
+def test_only_waits_for_the_named_backend_as_a_forced_call_does(private: Registry) -> None:
+    # nothing after the named backends may answer under only=True: the one still building is waited for
+    plugin, state = _building(0.3)
+    private.register(plugin, "building")
+    began = time.monotonic()
+    with use("building", only=True):
+        product = ops.matmul(FIRST, SECOND)
+    assert time.monotonic() - began < 4.0  # the piece's 0.3 s, not the warm-up's bound
+    np.testing.assert_array_equal(product, np.matmul(FIRST, SECOND))
+    assert private.last_dispatch().backend == "building" and state["calls"] >= 2
+
+
+def test_only_after_the_bound_names_the_backend_and_is_not_a_warming(private: Registry,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "0.5")
+    plugin, _ = _building(60.0)
+    private.register(plugin, "building")
+    with use("building", only=True), pytest.raises(BackendUnavailable) as raised:
+        ops.matmul(FIRST, SECOND)
+    assert not isinstance(raised.value, BackendWarming)
+    assert "'building'" in str(raised.value) and "0.5 s" in str(raised.value)
+
+
+def test_wait_false_hands_the_call_on_at_once(private: Registry) -> None:
+    # spaCR's patch asks for the backends above the floor with only=True, wait=False and hands the call
+    # to spaCR meanwhile: that must be at once, with the backend named as still building
     plugin, _ = _building(0.3)
     private.register(plugin, "building")
     began = time.monotonic()
-    with use("building", only=True), pytest.raises(NoBackendError) as missed:
+    with config.override(backends=["building"], only=True, wait=False), pytest.raises(NoBackendError) as missed:
         ops.matmul(FIRST, SECOND)
     assert time.monotonic() - began < 0.2
     assert [name for name, reason in missed.value.reasons if reason.startswith("BackendWarming")] == ["building"]
+
+
+def test_wait_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="wait must be True or False"), config.override(wait="no"):  # type: ignore[arg-type]  # the wrong type is the test
+        pass
 
 
 def test_after_the_bound_the_error_names_the_piece_and_is_not_a_warming(private: Registry,

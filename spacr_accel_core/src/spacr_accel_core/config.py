@@ -57,7 +57,8 @@ def current() -> Config:
 
 @contextmanager
 def override(*, backends: tuple[str, ...] | list[str] | None = None, only: bool | None = None,
-             operations: Mapping[str, tuple[str, ...] | list[str]] | None = None) -> Iterator[Config]:
+             operations: Mapping[str, tuple[str, ...] | list[str]] | None = None,
+             wait: bool | None = None) -> Iterator[Config]:
     """Change the settings for this context only: ``with config.override(only=True, backends=["cupy"]):``.
 
     Settings not given keep their value in force, except that ``backends=`` without ``operations=``
@@ -68,11 +69,16 @@ def override(*, backends: tuple[str, ...] | list[str] | None = None, only: bool 
     :param backends: backends to use, best first.
     :param only: ``True``: no fall-through beyond the named backends.
     :param operations: ``{operation: (name, ...)}``, an order per operation.
-    :raises TypeError: a name that is not a non-empty string, or ``only`` that is not a bool.
+    :param wait: ``True`` (the default in force): under ``only``, a named backend still building
+        what the call needs (numba compiling in the background) is waited for, bounded by
+        ``SPACR_ACCEL_PROBE_TIMEOUT``, and an error after the bound names it. ``False``: the call
+        ends at once with the decline, for a caller with a fallback of its own (spaCR's patch hands
+        such a call to spaCR's own function).
+    :raises TypeError: a name that is not a non-empty string, or ``only`` or ``wait`` that is not a bool.
     :raises ValueError: an unknown operation. (``only=True`` where no backend is named anywhere,
         here or in the environment, restricts nothing: there is no list to keep to.)
     """
-    with _changes(_checked(backends, only, operations)):
+    with _changes(_checked(backends, only, operations, wait)):
         yield current()
 
 

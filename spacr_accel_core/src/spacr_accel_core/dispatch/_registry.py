@@ -467,6 +467,7 @@ class Registry:
         impls, skipped, out_of_line, only = order
         declined: list[tuple[str, str]] = []
         waiting: list[str] = []
+        first_warming: tuple[_Impl, BackendWarming] | None = None
         for impl in impls:
             if impl.ask:
                 plugin = self._ask(snapshot, impl.plugin)
@@ -481,6 +482,8 @@ class Registry:
                 declined.append((impl.plugin, self._why_not(snapshot, impl.plugin, operation, exc)))
                 if isinstance(exc, BackendWarming):
                     waiting.append(impl.plugin)
+                    if first_warming is None:
+                        first_warming = (impl, exc)
                 continue
             problem = check(result, expected)
             if problem is not None:
@@ -492,8 +495,25 @@ class Registry:
                 logger.debug("%s served by %r after %s declined", operation, impl.plugin,
                              [name for name, _ in declined])
             return result
+        if only and first_warming is not None and self._settings(snapshot, self._checked_override(snapshot)).wait:
+            return self._waited_in_line(snapshot, operation, args, check, expected, *first_warming)
         raise NoBackendError(operation, [*declined, *skipped, *out_of_line],
                              hint=fix_hint(snapshot.plugins, snapshot.floor, only))
+
+    def _waited_in_line(self, snapshot: _Snapshot, operation: str, args: tuple[Any, ...],
+                        check: Callable[[Any, Any], str | None], expected: Any, impl: _Impl,
+                        first: BackendWarming) -> Any:
+        """Under ``only``, every backend in line declined and one of them is still building what the
+        call needs: nothing after it may answer, so that one is waited for (bounded by the probe
+        timeout), as a forced backend is. After the bound :func:`when_ready` raises
+        :class:`BackendUnavailable` naming the backend, never :class:`BackendWarming`."""
+        result = when_ready(snapshot.manager, impl.plugin, functools.partial(impl.function, *args), first)
+        problem = check(result, expected)
+        if problem is not None:
+            self._fault(snapshot, impl.plugin, operation, problem)
+            raise PluginFault(f"backend {impl.plugin!r} broke the {operation} contract: {problem}")
+        self._last.call = (operation, impl.plugin, [], (), [impl.plugin])
+        return result
 
     def _why_not(self, snapshot: _Snapshot, plugin: str, operation: str, exc: BaseException) -> str:
         """The reason a backend's raise gives for falling through, logged by what it means.

@@ -71,12 +71,16 @@ class Config:
     :param operations: per operation, its own order (overrides ``backends`` for that operation),
         as ``((operation, (name, ...)), ...)`` so the record stays hashable.
     :param disable: plugins never imported (read at discovery only).
+    :param wait: under ``only``, a named backend still building what a call needs (numba compiling
+        in the background) is waited for, bounded by the probe timeout, instead of ending the call
+        in an error; ``False`` for a caller with a fallback of its own that wants an answer now.
     """
 
     backends: tuple[str, ...] | None = None
     only: bool = False
     operations: tuple[tuple[str, tuple[str, ...]], ...] = ()
     disable: tuple[str, ...] = ()
+    wait: bool = True
 
     def order_for(self, operation: str) -> tuple[str, ...] | None:
         """The names in force for ``operation``: its own order, else :attr:`backends`."""
@@ -115,6 +119,7 @@ class Changes:
     only: bool | None = None
     operations: tuple[tuple[str, tuple[str, ...]], ...] = ()
     clear_operations: bool = False
+    wait: bool | None = None
 
     def over(self, base: Config) -> Config:
         """``base`` with these changes applied (per-operation orders merged, these winning)."""
@@ -122,7 +127,8 @@ class Changes:
         orders.update(self.operations)
         return Config(backends=base.backends if self.backends is None else self.backends,
                       only=base.only if self.only is None else self.only,
-                      operations=tuple(sorted(orders.items())), disable=base.disable)
+                      operations=tuple(sorted(orders.items())), disable=base.disable,
+                      wait=base.wait if self.wait is None else self.wait)
 
     def then(self, inner: Changes) -> Changes:
         """These changes with an inner override's on top (a nested ``with``)."""
@@ -131,7 +137,8 @@ class Changes:
         return Changes(backends=self.backends if inner.backends is None else inner.backends,
                        only=self.only if inner.only is None else inner.only,
                        operations=tuple(sorted(orders.items())),
-                       clear_operations=self.clear_operations or inner.clear_operations)
+                       clear_operations=self.clear_operations or inner.clear_operations,
+                       wait=self.wait if inner.wait is None else inner.wait)
 
     def names(self) -> tuple[str, ...]:
         """Every backend name these changes mention."""
@@ -150,18 +157,20 @@ def overridden() -> Changes | None:
 
 
 def _checked(backends: tuple[str, ...] | list[str] | None, only: bool | None,
-             operations: Mapping[str, tuple[str, ...] | list[str]] | None) -> Changes:
+             operations: Mapping[str, tuple[str, ...] | list[str]] | None, wait: bool | None = None) -> Changes:
     """The keywords of :func:`override` as :class:`Changes`, each checked."""
     orders: tuple[tuple[str, tuple[str, ...]], ...] = ()
     if only is not None and not isinstance(only, bool):
         raise TypeError(f"only must be True or False, got {only!r}")
+    if wait is not None and not isinstance(wait, bool):
+        raise TypeError(f"wait must be True or False, got {wait!r}")
     if operations is not None:
         unknown = sorted(set(operations) - set(OPERATIONS))
         if unknown:
             raise ValueError(f"operations names unknown operations {unknown}; known: {sorted(OPERATIONS)}")
         orders = tuple(sorted((op, _names(order, f"operations[{op!r}]")) for op, order in operations.items()))
     return Changes(backends=None if backends is None else _names(backends, "backends"), only=only,
-                   operations=orders, clear_operations=backends is not None and operations is None)
+                   operations=orders, clear_operations=backends is not None and operations is None, wait=wait)
 
 
 @contextmanager

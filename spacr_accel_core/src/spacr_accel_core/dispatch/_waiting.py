@@ -4,8 +4,10 @@ WHY. A backend that compiles in the background (numba) declines with
 :class:`~spacr_accel_core.BackendWarming` until the piece a call needs is ready, and automatic
 dispatch hands the call to the next backend meanwhile. A caller who forced it (``backend=`` on a
 call: a benchmark, a test, a site that trusts it) has no next backend: raising the decline failed
-every fresh process. (``use(..., only=True)`` is not waited for: it is how spaCR's patch asks for a
-backend above the floor *now*, handing the call to spaCR's own function while numba compiles.)
+every fresh process. The same holds under ``only`` (``use("numba", only=True)``): nothing after the
+named backends may answer, so the one still building is waited for the same way, unless the caller
+says ``config.override(..., wait=False)``: spaCR's patch does, asking for a backend above the floor
+*now* and handing the call to spaCR's own function while numba compiles.
 Waiting for the backend's whole warm-up failed too,
 wherever the whole set took longer than the bound (numba's thirteen kernels on a cold cache, a
 minute of one core) though the one kernel the call needed was ready in seconds.

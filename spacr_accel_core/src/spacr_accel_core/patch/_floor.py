@@ -41,7 +41,7 @@ def above_floor(operation: str, gpu: bool = True) -> Iterator[None]:
     if not above:
         raise PassThrough(f"only the NumPy floor serves {operation} here, and spaCR's own is as fast")
     try:
-        with config.override(backends=above, only=True):
+        with config.override(backends=above, only=True, wait=False):  # spaCR's own answers meanwhile
             yield
     except NoBackendError as missed:
         warming = [name for name, reason in missed.reasons if reason.startswith(BackendWarming.__name__)]
