@@ -20,6 +20,16 @@ Where no cache folder can be written (or
 A DAMAGED CACHE (a truncated or overwritten file of numba's) is set aside and that kernel
 compiled again, which writes a fresh cache for every later process (:mod:`._cache`).
 
+A KERNEL THE CACHE HOLDS SERVES THE FIRST CALL THAT NEEDS IT. Where the ledger lists a kernel
+for exactly this code (:func:`._compiler.read_ledger` reads only a ledger stamped with this
+package's :func:`._compiler.fingerprint`, the stamp of every cache entry), a call that finds it not
+yet loaded loads it itself, in the calling thread (:func:`_load_cached`): ``import numba`` and the
+load cost a fresh process ~0.4-0.6 s once, and the kernel ~10-40 ms more, which the first few calls
+served by numba repay. Such a load never compiles (a compile it would start is stopped before it
+begins, :func:`_refusing_compiles`), never waits (another thread loading, or compiling anything
+with numba, sends the call on as while warming), and a kernel that fails to load that way is not
+tried again in the calling thread: the warm-up thread repairs and loads it as before.
+
 A FORK DURING THE WARM-UP (spaCR forks its workers) waits, bounded, for a moment the child can
 inherit, and the child gets numba's locks back and starts its own warm-up (:mod:`._fork`): its
 calls never wait on the parent's thread, and :func:`warm` returns there too.
@@ -68,8 +78,10 @@ def _before_fork() -> None:
     # Only while the warm-up runs, or numba is loaded at all: any other fork pays one look-up.
     thread = _thread
     running = thread is not None and thread.is_alive()
-    if running or "llvmlite.binding.ffi" in sys.modules:
-        _holds[threading.get_ident()] = (_fork.hold(thread.ident if running and thread else None), running)
+    loader = _loading_in if _loading_in != threading.get_ident() else None  # another thread loading a kernel
+    if running or loader is not None or "llvmlite.binding.ffi" in sys.modules:
+        busy = thread.ident if running and thread else loader
+        _holds[threading.get_ident()] = (_fork.hold(busy), running)
 
 
 def _after_fork_in_parent() -> None:
@@ -81,13 +93,14 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     # A forked child inherits what was compiled but not the thread: numba's locks that thread
     # held are replaced, and an unfinished warm-up starts again there on its next call (or warm()).
-    global _thread, _lock, _hurry, _failure, _launch_lock, _launched  # noqa: PLW0603  # reset in a forked child
+    global _thread, _lock, _hurry, _failure, _launch_lock, _launched, _load_lock, _loading_in  # noqa: PLW0603  # reset in a forked child
     taken, running = _holds.pop(threading.get_ident(), (None, False))
     _holds.clear()
     _fork.release(taken)
     _fork.repair()
     _compiler.forget_after_fork()
     _lock = threading.Lock()
+    _load_lock, _loading_in = threading.Lock(), None  # a loading thread of the parent's is not here
     _launch_lock, _launched = threading.Lock(), False
     _hurry = threading.Event()
     if _failure is None and len(_ready) < len(_jobs()):
@@ -209,7 +222,7 @@ def _compile_all() -> None:
         _launch(folder)
     _hurry.wait(_GRACE)
     jobs = dict(_jobs())
-    pending = list(jobs)
+    pending = [name for name in jobs if name not in _ready]  # a call may have loaded some from the cache
     try:
         while pending:
             name = _next(pending)
@@ -217,11 +230,13 @@ def _compile_all() -> None:
             switch = functools.partial(_switched, pending, name)
             if folder is not None and _shared(job) and _compiler.wait_for(name, folder, switch=switch) is None:
                 continue  # a call now waits for another kernel: that one first
-            if _kernels is None:  # imported only now: a compiler elsewhere spared this process numba until here
-                from . import _kernels as loaded
+            with _load_lock:  # a call loading a kernel in its own thread finishes first
+                if _kernels is None:  # imported only now: a compiler elsewhere spared this process numba until here
+                    from . import _kernels as loaded
 
-                _kernels = loaded
-            _compile(job, _kernels)
+                    _kernels = loaded
+                if name not in _ready:
+                    _compile(job, _kernels)
             _ready.add(name)
             pending.remove(name)
             _log.debug("numba kernel %s is ready", name)
@@ -300,10 +315,132 @@ def kernels_for(name: str) -> ModuleType:
         return _kernels
     if _failure is not None:
         raise BackendUnavailable(f"numba could not compile its kernels here ({_failure})")
+    if _load_cached(name) and _kernels is not None:
+        return _kernels
     _ask(name)
     start()
     raise BackendWarming(f"numba is still compiling its {name} kernel in the background (first use in this "
                           "process); the next backend answers until it is ready")
+
+
+# ---- a cached kernel loaded by the call that needs it ---------------------------------------------
+
+_load_lock = threading.Lock()
+"""Held while a kernel is loaded or compiled in this process (by a call, or by the warm-up thread): a
+call finding it held does not wait, it goes on as while warming."""
+
+_loading_in: int | None = None
+"""The thread loading a kernel for a call now (a fork waits for a moment it can inherit)."""
+
+_unloadable: set[str] = set()
+"""Kernels a call's load failed for (an entry gone, damaged, or for other code): left to the warm-up."""
+
+_NOT_LOOKED: Path = Path()
+_ledger_at: Path | None = _NOT_LOOKED
+"""The detached compiler's cache folder, looked up once per process (``None``: there is none)."""
+
+
+class _WouldCompile(RuntimeError):
+    """Raised in a call's own load where numba would compile: a load from the cache never compiles."""
+
+
+_refusing = threading.local()
+_listening = False
+
+
+def _refuse_compiles() -> None:
+    """Listen to numba's compile events (once per process): a compile started in a thread that is
+    loading for a call stops before it begins (numba emits the event after its cache missed)."""
+    global _listening  # noqa: PLW0603  # one listener per process
+    if _listening:
+        return
+    from numba.core import event
+
+    class Refusal(event.Listener):  # numba's listener interface
+        def on_start(self, what: event.Event) -> None:
+            if getattr(_refusing, "on", False):
+                raise _WouldCompile("not in numba's cache for this code")
+
+        def on_end(self, what: event.Event) -> None:
+            return None
+
+    event.register("numba:compile", Refusal())  # type: ignore[no-untyped-call]  # numba ships no annotations
+    _listening = True
+
+
+def _compiler_free() -> bool:
+    """Whether numba's compiler lock is free now (taken and given back at once); ``True`` where this
+    numba keeps it elsewhere (the load then waits for it like any numba call)."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    inner = getattr(global_compiler_lock, "_lock", None)  # numba's RLock inside its _CompilerLock
+    if inner is None or not hasattr(inner, "acquire"):
+        return True
+    if not inner.acquire(blocking=False):
+        return False
+    inner.release()
+    return True
+
+
+def _cache_folder() -> Path | None:
+    global _ledger_at  # noqa: PLW0603  # looked up once per process (it makes a file to test the folder)
+    if _ledger_at is _NOT_LOOKED:
+        _ledger_at = _folder()
+    return _ledger_at
+
+
+def _load_cached(name: str) -> bool:
+    """Load kernel ``name`` in the calling thread where the ledger lists it for this code.
+
+    WHY IN THE CALL. A fresh process with a complete cache declined every call until its warm-up
+    thread had loaded the kernel (half a second of grace, then ``import numba``): a spawned spaCR
+    decode worker sent its first 5-8 percentile calls of a 1480 x 1480 field to spaCR's own code.
+    Loading here costs the first call ``import numba`` once (~0.4-0.6 s) and the kernel's load.
+
+    :param name: a kernel of :func:`_jobs`.
+    :returns: whether it is ready now; ``False`` sends the call on as while warming: not listed, the
+        warm-up thread at work, another thread loading, numba compiling something, or a load that
+        would have to compile or failed (that kernel is then left to the warm-up thread).
+    """
+    global _kernels, _loading_in  # noqa: PLW0603  # a kernel loaded by a call: shared as the warm-up's
+    thread = _thread
+    if name in _unloadable or (thread is not None and thread.is_alive()):
+        return False  # the warm-up loads it, asked for first
+    folder = _cache_folder()
+    entry = _compiler.read_ledger(folder).get(name) if folder is not None else None
+    job = dict(_jobs()).get(name)
+    if entry is None or entry.failed or job is None or not _shared(job):
+        return False
+    if not _load_lock.acquire(blocking=False):
+        return False
+    _loading_in = threading.get_ident()
+    try:
+        if name in _ready:
+            return True
+        if _kernels is None:
+            from . import _kernels as loaded
+
+            _kernels = loaded
+        _refuse_compiles()
+        if not _compiler_free():
+            return False  # compiling elsewhere in this process: a load would wait for it
+        _refusing.on = True
+        try:
+            job(_kernels)
+        finally:
+            _refusing.on = False
+    except Exception as exc:  # any failure to load here leaves the kernel to the warm-up, as before
+        _unloadable.add(name)
+        _log.debug("numba kernel %s did not load from the cache in the call (%s); the warm-up gets it",
+                   name, f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return False
+    else:
+        _ready.add(name)
+        _log.debug("numba kernel %s loaded from the cache by the call that needs it", name)
+        return True
+    finally:
+        _loading_in = None
+        _load_lock.release()
 
 
 def warm(timeout: float | None = None) -> bool:
