@@ -114,11 +114,16 @@ class PlateSpec:
         """
         if int(workers) < 1:
             raise ValueError(f"workers must be at least 1; got {workers!r}")
-        return {"genotype_source": str(self.genotype_source),
-                "phenotype_source": str(self.phenotype_source),
-                "dst_root": str(dst_root), "plate": "synthetic", "ops_gpu": False,
-                "n_workers": int(workers), "ops_raster_overlap": self.overlap,
-                "ops_store_reads": True}
+        return {
+            "genotype_source": str(self.genotype_source),
+            "phenotype_source": str(self.phenotype_source),
+            "dst_root": str(dst_root),
+            "plate": "synthetic",
+            "ops_gpu": False,
+            "n_workers": int(workers),
+            "ops_raster_overlap": self.overlap,
+            "ops_store_reads": True,
+        }
 
 
 class ThresholdModel:
@@ -210,17 +215,14 @@ def _splat(shape: tuple[int, int], ys: np.ndarray, xs: np.ndarray, weights: np.n
     top, left = np.floor(ys).astype(np.int64), np.floor(xs).astype(np.int64)
     fy, fx = ys - top, xs - left
     total = np.zeros(height * width, np.float64)
-    for dy, dx, share in ((0, 0, (1 - fy) * (1 - fx)), (0, 1, (1 - fy) * fx),
-                          (1, 0, fy * (1 - fx)), (1, 1, fy * fx)):
+    for dy, dx, share in ((0, 0, (1 - fy) * (1 - fx)), (0, 1, (1 - fy) * fx), (1, 0, fy * (1 - fx)), (1, 1, fy * fx)):
         row, column = top + dy, left + dx
         inside = (row >= 0) & (row < height) & (column >= 0) & (column < width)
-        total += np.bincount(row[inside] * width + column[inside], (weights * share)[inside],
-                             minlength=height * width)
+        total += np.bincount(row[inside] * width + column[inside], (weights * share)[inside], minlength=height * width)
     return total.reshape(height, width).astype(np.float32)
 
 
-def _blobs(shape: tuple[int, int], ys: np.ndarray, xs: np.ndarray, peaks: np.ndarray,
-           sigma: float) -> np.ndarray:
+def _blobs(shape: tuple[int, int], ys: np.ndarray, xs: np.ndarray, peaks: np.ndarray, sigma: float) -> np.ndarray:
     """Gaussian blobs of width ``sigma`` whose heights are ``peaks``."""
     from scipy import ndimage
 
@@ -234,7 +236,7 @@ def _barcodes(rng: np.random.Generator, cycles: int) -> tuple[str, ...]:
     A barcode whose base never changes has no variance over the cycles, which the read detector
     treats as debris; no real library carries one.
     """
-    wanted = min(1000, max(8, 4 ** cycles // 8))
+    wanted = min(1000, max(8, 4**cycles // 8))
     found: dict[str, None] = {}
     while len(found) < wanted:
         code = "".join(BASES[i] for i in rng.integers(0, 4, cycles))
@@ -257,12 +259,12 @@ def _check(sites: int, size: int, cycles: int, seed: int) -> None:
     try:
         round_well_layout(int(sites))
     except ValueError as failure:
-        raise ValueError(f"sites must be a round well's field count (5, 9, 13, 21, ...); got {sites}: "
-                         f"{failure}") from failure
+        raise ValueError(
+            f"sites must be a round well's field count (5, 9, 13, 21, ...); got {sites}: {failure}"
+        ) from failure
 
 
-def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: int = 4,
-                seed: int = 0) -> PlateSpec:
+def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: int = 4, seed: int = 0) -> PlateSpec:
     """Write one synthetic well under ``folder``: ``genotype/`` (10X) and ``phenotype/`` (20X).
 
     :param folder: where to write; created if missing.
@@ -292,8 +294,10 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
     top_row = min(rows)
     height = step * (max(rows) - top_row) + size + 2 * _MARGIN
     width = step * (layout.columns - 1) + size + 2 * _MARGIN
-    tops = {site: ((row - top_row) * step + _MARGIN, column * step + _MARGIN)
-            for site, (column, row) in enumerate(layout.positions())}
+    tops = {
+        site: ((row - top_row) * step + _MARGIN, column * step + _MARGIN)
+        for site, (column, row) in enumerate(layout.positions())
+    }
 
     # The phenotype raster: half the pitch, centred on the middle tile, rotated as a whole.
     fields = phenotype_field_count(sites)
@@ -303,9 +307,10 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
     angle = math.radians(_ROTATION_DEGREES)
     rotation = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
     pitch = step / 2.0
-    centres = {site: middle + rotation @ (np.array([row - phenotype.centre[1], column - phenotype.centre[0]])
-                                          * pitch)
-               for site, (column, row) in enumerate(phenotype.positions())}
+    centres = {
+        site: middle + rotation @ (np.array([row - phenotype.centre[1], column - phenotype.centre[0]]) * pitch)
+        for site, (column, row) in enumerate(phenotype.positions())
+    }
     phenotype_size = 2 * size
     scale = 0.25  # phenotype pixels to 10X pixels: half the field over twice the pixels
     reach = phenotype_size * scale / math.sqrt(2.0) + 2 * _PITCH
@@ -313,8 +318,7 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
     # Nuclei on a jittered grid over both acquisitions, each with a brightness and a barcode.
     low = np.minimum([0.0, 0.0], np.min(list(centres.values()), axis=0) - reach)
     high = np.maximum([height, width], np.max(list(centres.values()), axis=0) + reach)
-    grid_y, grid_x = np.meshgrid(np.arange(low[0], high[0], _PITCH), np.arange(low[1], high[1], _PITCH),
-                                 indexing="ij")
+    grid_y, grid_x = np.meshgrid(np.arange(low[0], high[0], _PITCH), np.arange(low[1], high[1], _PITCH), indexing="ij")
     ny = grid_y.ravel() + _PITCH / 2 + rng.uniform(-_JITTER, _JITTER, grid_y.size)
     nx = grid_x.ravel() + _PITCH / 2 + rng.uniform(-_JITTER, _JITTER, grid_x.size)
     kept = rng.random(ny.size) < 0.9
@@ -329,8 +333,9 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
     distance = rng.uniform(4.0, 7.0, owner.size)
     ry, rx = ny[owner] + distance * np.sin(turn), nx[owner] + distance * np.cos(turn)
     spot = rng.uniform(3000.0, 6000.0, owner.size)
-    read_bases = np.array([[BASES.index(base) for base in library[code]] for code in codes[owner]],
-                          np.int64).reshape(owner.size, cycles)
+    read_bases = np.array([[BASES.index(base) for base in library[code]] for code in codes[owner]], np.int64).reshape(
+        owner.size, cycles
+    )
 
     # Shifts: each later cycle as a whole, and about a quarter of its channels again.
     cycle_shift = {1: (0, 0)}
@@ -340,7 +345,8 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
         for channel in range(len(CHANNELS)):
             if rng.random() < 0.25:
                 channel_shift[(cycle, channel)] = tuple(
-                    int(v) for v in rng.integers(-_CHANNEL_SHIFT, _CHANNEL_SHIFT + 1, 2))
+                    int(v) for v in rng.integers(-_CHANNEL_SHIFT, _CHANNEL_SHIFT + 1, 2)
+                )
 
     from scipy import ndimage
 
@@ -352,7 +358,7 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
 
     def tile(canvas: np.ndarray, top: int, left: int, shift: tuple[int, int], sigma: float) -> np.ndarray:
         dy, dx = shift
-        cut = canvas[top - dy:top - dy + size, left - dx:left - dx + size]
+        cut = canvas[top - dy : top - dy + size, left - dx : left - dx + size]
         noisy = cut + tile_noise.standard_normal(cut.shape, np.float32) * sigma
         return np.clip(np.rint(noisy), 0, 65535).astype(np.uint16)
 
@@ -369,15 +375,18 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
             if cycle == 1:
                 stack = [tile(dapi, top, left, (0, 0), 15.0)]
                 stack += [tile(plane, top, left, (0, 0), 10.0) for plane in planes]
-                tifffile.imwrite(genotype / "c1" / f"10X_c1_{WELL}_DAPI-{'-'.join(CHANNELS)}_Site-{site}.tif",
-                                 np.stack(stack))
+                tifffile.imwrite(
+                    genotype / "c1" / f"10X_c1_{WELL}_DAPI-{'-'.join(CHANNELS)}_Site-{site}.tif", np.stack(stack)
+                )
                 continue
             for channel, name in enumerate(CHANNELS):
                 shift = cycle_shift[cycle]
                 extra = channel_shift.get((cycle, channel), (0, 0))
                 moved = (shift[0] + extra[0], shift[1] + extra[1])
-                tifffile.imwrite(genotype / f"c{cycle}" / f"10X_c{cycle}_{WELL}_{name}_Site-{site}.tif",
-                                 tile(planes[channel], top, left, moved, 10.0))
+                tifffile.imwrite(
+                    genotype / f"c{cycle}" / f"10X_c{cycle}_{WELL}_{name}_Site-{site}.tif",
+                    tile(planes[channel], top, left, moved, 10.0),
+                )
         del planes
 
     # Phenotype fields, drawn at their own resolution from the same nuclei.
@@ -389,16 +398,29 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
         near = (np.abs(ny - centre[0]) < reach) & (np.abs(nx - centre[1]) < reach)
         offset = np.stack([ny[near] - centre[0], nx[near] - centre[1]])
         local = rotation.T @ offset / scale + half
-        plane = _blobs((phenotype_size, phenotype_size), local[0], local[1], brightness[near],
-                       _NUCLEUS_SIGMA / scale)
+        plane = _blobs((phenotype_size, phenotype_size), local[0], local[1], brightness[near], _NUCLEUS_SIGMA / scale)
         plane += _BACKGROUND + field_noise.standard_normal(plane.shape, np.float32) * 12.0
-        tifffile.imwrite(phenotype_folder / f"20X_DAPI_{WELL}_DAPI_Site-{site}.tif",
-                         np.clip(np.rint(plane), 0, 65535).astype(np.uint16))
+        tifffile.imwrite(
+            phenotype_folder / f"20X_DAPI_{WELL}_DAPI_Site-{site}.tif",
+            np.clip(np.rint(plane), 0, 65535).astype(np.uint16),
+        )
 
     under = np.zeros(ny.size, bool)
     for top, left in tops.values():
         under |= (ny >= top) & (ny < top + size) & (nx >= left) & (nx < left + size)
-    return PlateSpec(folder=root, genotype_source=genotype, phenotype_source=phenotype_folder,
-                     wells=(WELL,), library=library, sites=sites, size=size, overlap=overlap,
-                     cycles=cycles, phenotype_fields=fields, phenotype_size=phenotype_size,
-                     nuclei=int(under.sum()), reads=int(_READS * under.sum()), seed=seed)
+    return PlateSpec(
+        folder=root,
+        genotype_source=genotype,
+        phenotype_source=phenotype_folder,
+        wells=(WELL,),
+        library=library,
+        sites=sites,
+        size=size,
+        overlap=overlap,
+        cycles=cycles,
+        phenotype_fields=fields,
+        phenotype_size=phenotype_size,
+        nuclei=int(under.sum()),
+        reads=int(_READS * under.sum()),
+        seed=seed,
+    )
