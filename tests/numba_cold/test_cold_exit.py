@@ -33,7 +33,9 @@ def test_a_process_that_exits_before_its_warm_up_ran_still_leaves_a_compiler(col
     assert listed.compiled > 0 and not listed.failed
     cold.until(lambda: not _compiler.compiling(cold.folder), "the compiler exiting")
     writer = (cold.folder / _compiler.LEDGER).read_text()
-    # Every kernel cached: the same exit starts no compiler (it would only load, and rewrite the ledger).
-    again = _STALLED + "_warm._launch_at_exit()\nprint(_warm._launched, _warm._compiler._child)\n"
-    assert _lines(cold.python(again)) == ["numpy ('numba',) False", "True None"]
+    # Every kernel cached: the call loads its kernel itself (no warm-up, nothing to start at exit), and
+    # a launch starts no compiler (it would only load, and rewrite the ledger).
+    again = _STALLED + ("_warm._launch_at_exit()\nprint(_warm._launched)\n"
+                        "_warm._launch(_warm._folder())\nprint(_warm._launched, _warm._compiler._child)\n")
+    assert _lines(cold.python(again)) == ["numba () False", "False", "True None"]
     assert (cold.folder / _compiler.LEDGER).read_text() == writer

@@ -315,8 +315,12 @@ def kernels_for(name: str) -> ModuleType:
         return _kernels
     if _failure is not None:
         raise BackendUnavailable(f"numba could not compile its kernels here ({_failure})")
-    if _load_cached(name) and _kernels is not None:
+    loaded = _load_cached(name)
+    if loaded and _kernels is not None:
         return _kernels
+    if loaded is None:  # another thread is loading, or numba compiles: declined, nothing started
+        raise BackendWarming(f"numba is loading its {name} kernel from the cache in another thread; the next "
+                             "backend answers until it is ready")
     _ask(name)
     start()
     raise BackendWarming(f"numba is still compiling its {name} kernel in the background (first use in this "
@@ -389,7 +393,7 @@ def _cache_folder() -> Path | None:
     return _ledger_at
 
 
-def _load_cached(name: str) -> bool:
+def _load_cached(name: str) -> bool | None:
     """Load kernel ``name`` in the calling thread where the ledger lists it for this code.
 
     WHY IN THE CALL. A fresh process with a complete cache declined every call until its warm-up
@@ -398,9 +402,10 @@ def _load_cached(name: str) -> bool:
     Loading here costs the first call ``import numba`` once (~0.4-0.6 s) and the kernel's load.
 
     :param name: a kernel of :func:`_jobs`.
-    :returns: whether it is ready now; ``False`` sends the call on as while warming: not listed, the
-        warm-up thread at work, another thread loading, numba compiling something, or a load that
-        would have to compile or failed (that kernel is then left to the warm-up thread).
+    :returns: ``True``: ready now. ``None``: another thread is loading a kernel, or numba compiles
+        something in this process; the call goes on as while warming, and no warm-up starts for it.
+        ``False``: not for this call to load (not listed, the warm-up thread at work, or a load that
+        would have to compile or failed: that kernel is then left to the warm-up thread).
     """
     global _kernels, _loading_in  # noqa: PLW0603  # a kernel loaded by a call: shared as the warm-up's
     thread = _thread
@@ -412,7 +417,7 @@ def _load_cached(name: str) -> bool:
     if entry is None or entry.failed or job is None or not _shared(job):
         return False
     if not _load_lock.acquire(blocking=False):
-        return False
+        return None
     _loading_in = threading.get_ident()
     try:
         if name in _ready:
@@ -423,7 +428,7 @@ def _load_cached(name: str) -> bool:
             _kernels = loaded
         _refuse_compiles()
         if not _compiler_free():
-            return False  # compiling elsewhere in this process: a load would wait for it
+            return None  # compiling elsewhere in this process: a load would wait for it
         _refusing.on = True
         try:
             job(_kernels)
