@@ -323,7 +323,7 @@ def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: 
     nx = grid_x.ravel() + _PITCH / 2 + rng.uniform(-_JITTER, _JITTER, grid_x.size)
     kept = rng.random(ny.size) < 0.9
     ny, nx = ny[kept], nx[kept]
-    brightness = rng.uniform(3600.0, 4400.0, ny.size)
+    brightness = rng.uniform(3950.0, 4050.0, ny.size)
     library = _barcodes(rng, cycles)
     codes = rng.integers(0, len(library), ny.size)
 
