@@ -21,7 +21,7 @@ WHERE THE TIME GOES. A further pair of runs (``--no-profile`` skips it) runs eac
 cProfile in its main process and prints spaCR's ten functions with the most cumulative time; the
 decode's workers, separate processes when ``--workers`` is above 1, are not in it.
 
-Run: ``python benchmarks/bench_spacr_well.py [--sites 9] [--size 384] [--cycles 4] [--workers 1]
+Run: ``python benchmarks/bench_spacr_well.py [--sites 9] [--size 512] [--cycles 4] [--workers 1]
 [--repeat 1] [--seed 0] [--keep] [--cellpose] [--no-profile]``; the measured plate's size is
 ``--sites 9 --size 1480 --cycles 11 --workers 2``.
 """
@@ -282,7 +282,7 @@ def _top(side: dict[str, Any], title: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sites", type=int, default=9, help="sequencing tiles: a round well's count (5, 9, 13, ...)")
-    parser.add_argument("--size", type=int, default=384, help="a sequencing tile's side in px (the plate's: 1480)")
+    parser.add_argument("--size", type=int, default=512, help="a sequencing tile's side in px (the plate's: 1480)")
     parser.add_argument("--cycles", type=int, default=4, help="sequencing cycles (the plate's: 11)")
     parser.add_argument("--workers", type=int, default=1, help="n_workers: fields decoded at once")
     parser.add_argument("--repeat", type=int, default=1, help="pairs of fresh processes (medians)")

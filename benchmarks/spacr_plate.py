@@ -264,7 +264,7 @@ def _check(sites: int, size: int, cycles: int, seed: int) -> None:
         ) from failure
 
 
-def write_plate(folder: Path | str, *, sites: int = 9, size: int = 384, cycles: int = 4, seed: int = 0) -> PlateSpec:
+def write_plate(folder: Path | str, *, sites: int = 9, size: int = 512, cycles: int = 4, seed: int = 0) -> PlateSpec:
     """Write one synthetic well under ``folder``: ``genotype/`` (10X) and ``phenotype/`` (20X).
 
     :param folder: where to write; created if missing.

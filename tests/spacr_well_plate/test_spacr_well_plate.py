@@ -23,8 +23,8 @@ pytest.importorskip("skimage")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import bench_spacr_well  # noqa: E402  # the benchmarks folder is not a package
-import spacr_plate  # noqa: E402  # the benchmarks folder is not a package
+import bench_spacr_well  # the benchmarks folder is not a package, so its path was put first above
+import spacr_plate  # the benchmarks folder is not a package, so its path was put first above
 
 
 @pytest.fixture(scope="module")
