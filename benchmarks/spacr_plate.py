@@ -87,7 +87,7 @@ class PlateSpec:
     :param phenotype_size: a phenotype tile's side, in pixels.
     :param nuclei: nuclei planted under the sequencing tiles.
     :param reads: reads planted under the sequencing tiles.
-    :param seed: the seed everything was drawn from.
+    :param seed: the random seed everything was drawn from.
     """
 
     folder: Path
