@@ -2,8 +2,9 @@
 
 WHAT IT IS, WITHOUT IMPORTING NUMBA. :data:`SPACR_ACCEL_PLUGIN` is read when the plugin loads;
 :func:`spacr_accel_backend_info` only looks for numba on the path (``import numba`` costs ~0.5 s,
-which discovery must not pay). The kernels are compiled in the background from the first call on
-(:mod:`._warm`); until a kernel is ready its calls decline and the NumPy floor answers them.
+which discovery must not pay). A kernel numba's cache holds for this code is loaded by the first
+call that needs it; the others are compiled in the background from the first call on
+(:mod:`._warm`), and until such a kernel is ready its calls decline and the NumPy floor answers them.
 """
 
 from __future__ import annotations
