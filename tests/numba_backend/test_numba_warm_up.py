@@ -15,13 +15,14 @@ from spacr_accel_numba import _plugin
 _ONLY_CPU = {**os.environ, "SPACR_ACCEL_DISABLE": "torch,cupy,opencv,openvino"}
 
 
-def _run(code: str) -> list[str]:
+def _run(code: str, **extra: str) -> list[str]:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=_ONLY_CPU, timeout=300, check=True)
+                          env={**_ONLY_CPU, **extra}, timeout=300, check=True)
     return done.stdout.splitlines()
 
 
-def test_the_first_call_is_answered_by_the_floor_and_imports_no_numba() -> None:
+def test_the_first_call_is_answered_by_the_floor_and_imports_no_numba(tmp_path: os.PathLike[str]) -> None:
+    # An empty cache of its own: a kernel already cached would be loaded by the call itself.
     lines = _run("""
         import sys, numpy as np
         from spacr_accel_core import ops, last_dispatch
@@ -35,7 +36,7 @@ def test_the_first_call_is_answered_by_the_floor_and_imports_no_numba() -> None:
         print(spacr_accel_numba.warm(timeout=240))
         ops.maximum_filter(field, 3)
         print(last_dispatch().backend)
-    """)
+    """, NUMBA_CACHE_DIR=os.fspath(tmp_path), SPACR_ACCEL_NUMBA_KERNELS="filter:float32")
     assert lines[0] == "numpy"
     assert "still compiling" in lines[1]
     assert lines[2:] == ["False", "True", "numba"]
