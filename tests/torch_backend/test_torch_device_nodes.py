@@ -57,4 +57,7 @@ def test_a_first_call_here_never_imports_torch() -> None:
     if _nodes._no_device_node() is None:
         pytest.skip("this machine shows a GPU device node: torch is rightly asked here")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
-    assert out.stdout.split() == ["False", "False", "numpy"], out.stderr
+    torch_imported, cupy_imported, backend = out.stdout.split()
+    assert (torch_imported, cupy_imported) == ("False", "False"), out.stderr
+    # the floor, or numba where its kernel cache is complete (a cached kernel serves the first call)
+    assert backend in ("numpy", "numba"), out.stderr
