@@ -6,6 +6,7 @@ exception and the warnings must be spaCR's (``same_as_spacr``)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +25,8 @@ COUNT_TYPES = (int, int, np.int64, np.int64, bool, float, np.float32)
 
 def _ndimage(function: Any) -> Any:
     """``scipy.ndimage`` as the scoped spaCR ``function`` imports it (the patch's stand-in while it is
-    installed, SciPy's own otherwise)."""
-    return function.__builtins__["__import__"]("scipy", None, None, ("ndimage",), 0).ndimage
+    installed, SciPy's own otherwise); a seam over the function is looked through to it."""
+    return inspect.unwrap(function).__builtins__["__import__"]("scipy", None, None, ("ndimage",), 0).ndimage
 
 
 def _nan(dtype: Any, negative: bool, payload: int) -> Any:

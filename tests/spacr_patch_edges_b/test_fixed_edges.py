@@ -4,6 +4,7 @@ and transposed planes, and the warnings of spaCR's own casts."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -20,8 +21,8 @@ def _served(seam: str) -> int:
 
 def _ndimage(function: Any) -> Any:
     """``scipy.ndimage`` as the scoped spaCR ``function`` imports it (the patch's stand-in while it is
-    installed, SciPy's own otherwise)."""
-    return function.__builtins__["__import__"]("scipy", None, None, ("ndimage",), 0).ndimage
+    installed, SciPy's own otherwise); a seam over the function is looked through to it."""
+    return inspect.unwrap(function).__builtins__["__import__"]("scipy", None, None, ("ndimage",), 0).ndimage
 
 
 def _field(seed: int, shape: tuple[int, int] = (40, 44)) -> np.ndarray:

@@ -172,12 +172,14 @@ class Installer:
         self._applied.add(name)
         if name == self.table.surfaces:
             self._add_surface(module)
-        for seam in self.table.seams:
-            if seam.module == name and callable(getattr(module, seam.attribute, None)):
-                self._replace_attribute(module, seam)
+        # scoped first: a function that is a seam too (nuclear_points) is wrapped as remade, so a
+        # call the seam leaves to spaCR still meets the scoped SciPy (see _replace_attribute)
         for scoped in self.table.scoped:
             if scoped.module == name:
                 self._scope(module, scoped)
+        for seam in self.table.seams:
+            if seam.module == name and callable(getattr(module, seam.attribute, None)):
+                self._replace_attribute(module, seam)
 
     def _set(self, namespace: dict[str, Any], name: str, value: Any, original: Any = _ABSENT) -> None:
         """Replace ``namespace[name]``; undone by putting back ``original`` (default: what was there)."""
@@ -199,7 +201,11 @@ class Installer:
             self._set(surfaces, "numpy", stand_in)
 
     def _replace_attribute(self, module: types.ModuleType, seam: Seam) -> None:
-        original = original_of(getattr(module, seam.attribute))
+        current = getattr(module, seam.attribute)
+        original = original_of(current)
+        # a scoped function remade from spaCR's own code is what a call left to spaCR runs; any other
+        # replacement found here (a name bound from a module patched first) is not
+        through = current if getattr(current, "__code__", None) is getattr(original, "__code__", _ABSENT) else original
         context: dict[str, Any] = {}
         for needed in seam.context:
             if needed == "original":
@@ -211,7 +217,7 @@ class Installer:
                 context["accel"] = module
             elif needed == "module":
                 context["module"] = module
-        replacement = self._wrap(seam.name, seam.way, original, context)
+        replacement = self._wrap(seam.name, seam.way, through, context)
         setattr(replacement, _ORIGINAL, original)
         # a name bound from a module patched first (ops_cycles' phase_correlate) is put back as spaCR's own
         self._set(module.__dict__, seam.attribute, replacement, original)

@@ -24,6 +24,7 @@ from ._outcome import PassThrough, served_by
 from ._served_align import align_field as _align_field
 from ._served_levels import clipped as _clipped
 from ._served_levels import sbs_mean_target as _sbs_mean_target
+from ._served_nuclei import nuclear_points as _nuclear_points
 from ._served_planes import estimate_read_locations as _estimate_read_locations
 from ._served_planes import translate as _translate
 from ._served_points import attribute_reads as _attribute_reads
@@ -356,5 +357,6 @@ SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "spot_score": _estimate_read_locations,
     "clipped": _clipped,
     "sbs_mean_target": _sbs_mean_target,
+    "nuclear_points": _nuclear_points,
 }
 """The ways of serving, by the name of the function they stand in for."""
