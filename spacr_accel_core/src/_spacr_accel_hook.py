@@ -46,8 +46,8 @@ _MODES = {"check": "check", "strict": "strict", "report": "report", "keep-memory
 _WORDS = {"1", *_MODES}
 _OFF = {"", "0", "false", "no", "off"}
 
-SPACR_MODULES = frozenset({"spacr.ops_accel", "spacr.ops_cycles", "spacr.ops_engine", "spacr.ops_phenotype",
-                           "spacr.ops_register", "spacr.ops_sbs"})
+SPACR_MODULES = frozenset({"spacr.ops_accel", "spacr.ops_cycles", "spacr.ops_engine", "spacr.ops_merge",
+                           "spacr.ops_phenotype", "spacr.ops_register", "spacr.ops_sbs"})
 """The spaCR modules the patch changes, in every seam table (a test holds them to the tables): the
 first import of one installs the patch. ``import spacr`` alone does not: spaCR's package and its
 light modules stay free of NumPy."""

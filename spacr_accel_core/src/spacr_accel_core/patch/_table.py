@@ -101,6 +101,7 @@ SPACR_1_5 = SeamTable(
         Seam("spacr.ops_cycles", "_clipped", "clipped", ("original",)),
         Seam("spacr.ops_cycles", "sbs_mean_target", "sbs_mean_target"),
         Seam("spacr.ops_sbs", "estimate_read_locations", "spot_score"),
+        Seam("spacr.ops_merge", "align_by_triangles", "align_by_triangles", ("original",)),
         Seam("spacr.ops_phenotype", "nuclear_points", "nuclear_points"),
     ),
     scoped=(
