@@ -115,7 +115,7 @@ def _similarities(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndar
     count = src.shape[1]
     src_c = src - src.mean(axis=1)[:, None, :]
     dst_c = dst - dst.mean(axis=1)[:, None, :]
-    variance = (src_c ** 2).reshape(src.shape[0], -1).sum(axis=1)
+    variance = (src_c ** 2).reshape(src.shape[0], count * src.shape[2]).sum(axis=1)
     keep = ~(variance <= DEGENERATE_VARIANCE)
     scale = np.zeros(src.shape[0])
     angle = np.zeros(src.shape[0])
