@@ -45,6 +45,9 @@ _MODES = {"check": "check", "strict": "strict", "report": "report", "keep-memory
 """Each word of the variable and the ``spacr_accel_core.patch.install`` keyword it sets."""
 _WORDS = {"1", *_MODES}
 _OFF = {"", "0", "false", "no", "off"}
+_VALUED = {"dask": "dask"}
+"""Each ``word=value`` of the variable and the ``install`` keyword its value goes to (``dask=ADDRESS``:
+spaCR's decode on that Dask cluster). The value keeps its case; ``install`` judges it."""
 
 SPACR_MODULES = frozenset({"spacr.ops_accel", "spacr.ops_cycles", "spacr.ops_engine", "spacr.ops_merge",
                            "spacr.ops_phenotype", "spacr.ops_register", "spacr.ops_sbs"})
@@ -56,23 +59,37 @@ PATCH_PACKAGE = "spacr_accel_core.patch"
 """The patch's own package: a process that asks it anything gets it installed, as at start."""
 
 
-def modes_from(value: str) -> dict[str, bool] | None:
+def modes_from(value: str) -> dict[str, Any] | None:
     """The ``spacr_accel_core.patch.install`` keywords a variable's value asks for, or None for
-    "off". Unknown words are named in a warning and ignored.
+    "off". Unknown words, and a ``word=`` without its value, are named in a warning and ignored.
 
     :param value: the variable's value, a comma list of ``1``, ``check``, ``strict``, ``report``,
-        ``keep-memory`` (any case, spaces around a word ignored).
+        ``keep-memory`` (any case, spaces around a word ignored) and ``dask=ADDRESS`` (the ``dask``
+        keyword is in the answer only when that word is given; a ``dask=`` word alone asks for the
+        patch too).
     """
-    words = [word.strip().lower() for word in value.split(",")]
-    if all(word in _OFF for word in words):
+    words: list[str] = []
+    valued: dict[str, str] = {}
+    unknown: list[str] = []
+    for raw in value.split(","):
+        name, equals, given = raw.partition("=")
+        name = name.strip().lower()
+        if not equals:
+            words.append(name)
+        elif name in _VALUED and given.strip():
+            valued[_VALUED[name]] = given.strip()
+        else:
+            unknown.append(raw.strip())
+    if all(word in _OFF for word in words) and not valued:
         return None
-    unknown = sorted({word for word in words if word not in _WORDS | _OFF})
+    unknown = sorted({*unknown, *(word for word in words if word not in _WORDS | _OFF)})
     if unknown:
         import warnings  # only here: a start whose words are all known imports nothing for them
 
         warnings.warn(f"{VARIABLE}: ignoring {', '.join(map(repr, unknown))} (a comma list of "
-                      f"1, {', '.join(_MODES)})", RuntimeWarning, stacklevel=2)
-    return {keyword: word in words for word, keyword in _MODES.items()}
+                      f"1, {', '.join(_MODES)}, {', '.join(f'{name}=...' for name in _VALUED)})",
+                      RuntimeWarning, stacklevel=2)
+    return {**{keyword: word in words for word, keyword in _MODES.items()}, **valued}
 
 
 class ImportHook:
@@ -81,7 +98,7 @@ class ImportHook:
     :param modes: the ``install`` keywords the variable asked for.
     """
 
-    def __init__(self, modes: dict[str, bool]) -> None:
+    def __init__(self, modes: dict[str, Any]) -> None:
         self._modes = modes
         self._lock = _thread.allocate_lock()  # guards the claim below, never held while installing
         self._installing = _thread.allocate_lock()  # held by the installing thread until it is done

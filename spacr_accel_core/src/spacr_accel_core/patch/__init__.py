@@ -19,7 +19,9 @@ promises of its own:
 Switching it on: :func:`install` in code, ``spacr-accel run [--check] [--strict] [--report]
 [--keep-memory] script.py`` (or ``-m module``), ``python -m spacr_accel_core.patch script.py``, the
 variable (a comma list of ``1``, ``check``, ``strict``, ``report``, ``keep-memory``), or
-``%load_ext spacr_accel_core.patch``. ``keep-memory`` (:func:`keep_freed_memory`) is the process's
+``%load_ext spacr_accel_core.patch``. ``dask=ADDRESS`` (``--dask ADDRESS``, ``install(dask=...)``)
+sends spaCR's decode of a well's fields to a Dask cluster (:mod:`._cluster`).
+``keep-memory`` (:func:`keep_freed_memory`) is the process's
 allocator, not spaCR's: a decode worker's later fields reuse its freed arrays.
 """
 
@@ -31,7 +33,9 @@ import threading
 import warnings
 from typing import Any
 
+from . import _cluster
 from ._calls import Modes, PatchMismatch, make_wrapper
+from ._cluster import fields_on_workers
 from ._heap import HeapSetting, keep_freed_memory
 from ._install import Installer
 from ._report import PatchReport, SeamReport, Tally
@@ -42,6 +46,7 @@ __all__ = [
     "PatchMismatch",
     "PatchReport",
     "SeamReport",
+    "fields_on_workers",
     "install",
     "installed",
     "keep_freed_memory",
@@ -75,7 +80,7 @@ def spacr_version() -> str | None:
 
 
 def install(*, check: bool = False, strict: bool = False, report: bool = False,
-            keep_memory: bool = False) -> bool:
+            keep_memory: bool = False, dask: str | None = None) -> bool:
     """Patch the installed spaCR onto the registry (idempotent; a second call sets the modes anew).
 
     Works before or after spaCR's modules are imported. A spaCR no seam table was verified against
@@ -89,9 +94,18 @@ def install(*, check: bool = False, strict: bool = False, report: bool = False,
     :param keep_memory: also :func:`keep_freed_memory` (the process keeps its peak memory, and a
         decode's later fields reuse it instead of faulting it in again); a warning says why where
         it cannot. Never undone by :func:`uninstall`.
+    :param dask: a Dask scheduler address (``tcp://host:8786``) or ``local:N`` (a ``LocalCluster``
+        of N process workers started at the first decode): spaCR's decode pool becomes that
+        cluster, each field a task, the workers patched with these modes
+        (:mod:`spacr_accel_core.patch._cluster`). None keeps spaCR's own pool, and ``distributed``
+        is never imported.
     :returns: whether spaCR is now patched.
+    :raises ValueError: for a ``dask`` that is neither an address nor ``local:N`` (before anything is
+        patched).
     """
     global _installer, _reporting_at_exit  # noqa: PLW0603  # one patch per process
+    if dask is not None:
+        _cluster.parse_address(dask)  # a typo is refused now, not when the first well decodes
     if keep_memory:
         setting = keep_freed_memory()
         if not setting.applied:
@@ -116,6 +130,8 @@ def install(*, check: bool = False, strict: bool = False, report: bool = False,
                 return False
             _installer = Installer(table, make_wrapper(_tally, _modes))
         _installer.install()
+        _cluster.use(dask, {"check": bool(check), "strict": bool(strict), "report": bool(report),
+                            "keep_memory": bool(keep_memory)})
         return True
 
 
@@ -124,6 +140,7 @@ def uninstall() -> None:
     with _lock:
         if _installer is not None:
             _installer.uninstall()
+        _cluster.use(None, {})
 
 
 def installed() -> bool:
@@ -151,7 +168,9 @@ def _print_report() -> None:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext spacr_accel_core.patch``: patch spaCR in this notebook's kernel."""
-    install(check=_modes.check, strict=_modes.strict, report=_modes.report)
+    cluster = _cluster.address()
+    install(check=_modes.check, strict=_modes.strict, report=_modes.report,
+            dask=None if cluster is None else cluster.text)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

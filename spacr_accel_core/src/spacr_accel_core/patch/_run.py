@@ -17,16 +17,36 @@ from ._startup import VARIABLE, modes_from
 
 __all__ = ["USAGE", "main"]
 
+_DASK = "--dask"
+"""The option whose value is the cluster (the variable's ``dask=`` word)."""
+
 _FLAGS = {"--check": "check", "--strict": "strict", "--report": "report", "--keep-memory": "keep-memory"}
 """Each option and the variable's word for it (which is also how spawned processes get it)."""
 
-USAGE = ("usage: {prog} [--check] [--strict] [--report] [--keep-memory] (script.py | -m module) [args ...]\n\n"
+USAGE = ("usage: {prog} [--check] [--strict] [--report] [--keep-memory] [--dask ADDRESS] "
+         "(script.py | -m module) [args ...]\n\n"
          "Run a Python program with spaCR patched onto spacr-accel's registry.\n"
          "  --check        run spaCR's own function beside every served call; raise on a difference\n"
          "  --strict       raise where a call would go to spaCR's own function\n"
          "  --report       print what each seam served and passed on when the program exits\n"
          "  --keep-memory  keep freed memory in each process (glibc), so a decode's later fields\n"
-         "                 reuse its arrays; each process then holds its peak memory\n")
+         "                 reuse its arrays; each process then holds its peak memory\n"
+         "  --dask ADDRESS decode each well's fields on a Dask cluster: a scheduler address\n"
+         "                 (tcp://host:8786) or local:N (a LocalCluster of N process workers)\n")
+
+
+def _cluster_problem(given: str) -> str:
+    """Why ``--dask``'s value is refused ("" when it is a cluster address), read without importing
+    the patch: a typo is a usage error before the program starts."""
+    if not given.strip() or "," in given:
+        return f"a scheduler address (tcp://host:8786) or local:N; got {given!r}"
+    from ._cluster import parse_address
+
+    try:
+        parse_address(given)
+    except ValueError as error:
+        return str(error)
+    return ""
 
 
 def main(argv: Sequence[str], prog: str = "python -m spacr_accel_core.patch") -> int:
@@ -37,11 +57,20 @@ def main(argv: Sequence[str], prog: str = "python -m spacr_accel_core.patch") ->
     """
     words = list(argv)
     wanted: list[str] = []
-    while words and words[0] in (*_FLAGS, "-h", "--help"):
+    while words and (words[0] in (*_FLAGS, "-h", "--help", _DASK) or words[0].startswith(_DASK + "=")):
         flag = words.pop(0)
         if flag in ("-h", "--help"):
             sys.stdout.write(USAGE.format(prog=prog))
             return 0
+        if flag.startswith(_DASK):
+            given = flag.partition("=")[2] if "=" in flag else (words.pop(0) if words else "")
+            problem = _cluster_problem(given)
+            if problem:
+                sys.stderr.write(USAGE.format(prog=prog))
+                sys.stderr.write(f"{prog}: error: {_DASK}: {problem}\n")
+                return 2
+            wanted.append(f"dask={given.strip()}")
+            continue
         wanted.append(_FLAGS[flag])
     if not words or (words[0] == "-m" and len(words) < 2) or (words[0].startswith("-") and words[0] != "-m"):
         sys.stderr.write(USAGE.format(prog=prog))

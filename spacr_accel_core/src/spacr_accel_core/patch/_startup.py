@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Any
 
 from _spacr_accel_hook import VARIABLE, modes_from
 
 __all__ = ["VARIABLE", "modes_from", "start"]
 
 
-def start(modes: dict[str, bool] | None = None) -> None:
+def start(modes: dict[str, Any] | None = None) -> None:
     """Install the patch with the variable's modes. Never raises: a broken patch must not stop the
     import that asked for it (nor, from an older ``.pth`` line, Python's start).
 
