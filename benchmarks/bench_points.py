@@ -4,7 +4,10 @@ WHAT IS TIMED. ``spacr.ops_sbs.attribute_reads`` (a KD-tree ball query and a Pyt
 reads) on a sequencing field's reads and nuclei (10,000 reads; 600 and 3,000 nuclei of spaCR's
 areas in a 1480 px tile), and ``spacr.ops_phenotype.seed_by_scaled_pairs`` (one KD-tree query per
 candidate transform) on a synthetic anchor field (``spacr_accel_core.testing.anchor_field``: 600
-phenotype nuclei against 2,678 sequencing nuclei, the scale given), each as spaCR's own function
+phenotype nuclei against 2,678 sequencing nuclei, the scale given), and
+``spacr.ops_merge.align_by_triangles`` (a Python loop over Delaunay triangles and one similarity fit
+per descriptor match) on an anchor pair the size of the synthetic plate's (100 phenotype nuclei
+against 2,000 sequencing nuclei, whole-pixel centres, the scale 0.19), each as spaCR's own function
 and as the patch serves it (``patch.install()``; the registry's best backend, numba warmed first),
 interleaved, the best of ``--repeat`` runs each. ``--backend`` forces one backend for the
 registry's operations (``numpy``: the floor).
@@ -56,6 +59,10 @@ def _cases(quick: bool) -> list[tuple[str, str, Callable[[Callable[..., Any]], A
     words = f"seed_by_scaled_pairs: {field.source.shape[0]:,} to {field.target.shape[0]:,} nuclei, scale {field.scale}"
     cases.append((words, "spacr.ops_phenotype:seed_by_scaled_pairs",
                   lambda f: f(field.source, field.target, field.scale)))
+    pair = anchor_field(sources=100, targets=2_000, scale=0.19, degrees=3.0, seed=1)
+    source, target = np.round(pair.source), np.round(pair.target)
+    cases.append(("align_by_triangles: 100 to 2,000 whole-pixel nuclei", "spacr.ops_merge:align_by_triangles",
+                  lambda f: f(source, target)))
     return cases
 
 
