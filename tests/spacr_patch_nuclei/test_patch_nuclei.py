@@ -191,6 +191,32 @@ def test_a_nuclear_field_is_served_in_the_patch_report() -> None:
         patch.reset()
 
 
+@pytest.mark.parametrize("percentile", [94.0, 99.0, 99.9, 100, 100.0, 99])
+def test_a_high_floor_is_numpys_percentile(same_as_spacr: Callable[..., Any], percentile: Any) -> None:
+    import spacr.ops_phenotype as phenotype
+
+    for plane in (_nuclei(320, 60, 6), _plateaus((333, 300), 7, levels=4)):
+        same_as_spacr(lambda plane=plane: phenotype.nuclear_points(plane, percentile=percentile, sigma=1e-3), plane)
+        same_as_spacr(lambda plane=plane: phenotype.nuclear_points(plane, percentile=percentile), plane)
+    assert _counts() == (4, 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 5000), levels=st.sampled_from([2, 7, 1000, 0]),
+       fraction=st.floats(0.0, 1.0), dtype=st.sampled_from([np.float32, np.float64]))
+def test_high_order_statistics_are_the_sorted_values(seed: int, size: int, levels: int, fraction: float,
+                                                     dtype: Any) -> None:
+    rng = np.random.default_rng(seed)
+    values = (rng.integers(0, levels, size) if levels else rng.standard_normal(size)).astype(dtype)
+    rank = min(size - 1, int(fraction * size))
+    ranks = np.unique(np.array([rank, min(size - 1, rank + 1)], np.int64))
+    found = _peaks.high_order_statistics(values, ranks)
+    if (size - rank) * 16 > size:
+        assert found is None
+    elif found is not None:
+        assert found.dtype == values.dtype and np.array_equal(found, np.sort(values)[ranks])
+
+
 def test_spacing_refuses_a_distance_below_one() -> None:
     with pytest.raises(ValueError, match="min_distance"):
         _peaks.spaced_peaks(np.zeros((0, 2), np.int64), np.zeros(0, np.float32), (4, 4), 0)

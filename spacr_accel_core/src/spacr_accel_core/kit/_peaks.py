@@ -18,11 +18,46 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CROWDED", "spaced_peaks"]
+__all__ = ["CROWDED", "high_order_statistics", "spaced_peaks"]
 
 CROWDED = 1 << 21
 """The most neighbouring pairs (peaks nearer than the spacing, across adjacent cells) the walk
 examines; a field with more (a large flat plateau above the threshold) is answered as ``None``."""
+
+
+_STRIDE = 61
+"""Every 61st pixel is the sample a bound on a high rank is read from (a stride no row length of a
+field is likely to align with)."""
+
+
+def high_order_statistics(values: np.ndarray, ranks: np.ndarray) -> np.ndarray | None:
+    """The values at ``ranks`` of ``sorted(values)``, where every rank lies in the top sixteenth.
+
+    A floor for the nuclear peaks is a high percentile (the 99th): its order statistics lie among
+    the few values at or above a bound read off a sample, and every value below the bound ranks
+    below all of them, so selecting among those few gives the same values as selecting among all
+    (``np.partition``'s), at the cost of one comparison pass instead of a partition of the field.
+
+    :param values: a C-contiguous array of real numbers without NaN.
+    :param ranks: int64 0-based ranks, ascending.
+    :returns: the order statistics, in ``values``' dtype, or ``None`` where a rank is not in the
+        top sixteenth or the sample's bound left too few values above it (select among all then).
+    """
+    flat = values.reshape(-1)
+    count = flat.size
+    if ranks.size == 0 or (count - int(ranks[0])) * 16 > count:
+        return None
+    needed = count - int(ranks[0])
+    sample = flat[::_STRIDE]
+    kept = min(sample.size, 2 * needed * sample.size // count + 64)
+    bound = np.partition(sample, sample.size - kept)[sample.size - kept]
+    above = flat >= bound
+    found = int(np.count_nonzero(above))
+    if found < needed:
+        return None
+    local = ranks - (count - found)
+    selected: np.ndarray = np.partition(flat[above], local)[local]
+    return selected
 
 
 def _near_pairs(coords: np.ndarray, spacing: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -4,8 +4,10 @@ or the call left to spaCR.
 spaCR smooths the plane (SciPy's ``gaussian_filter``), takes its percentile as a floor
 (``np.percentile``), finds the peaks with scikit-image's ``peak_local_max`` (its own maximum filter,
 then one KD-tree query and one distance matrix per peak to space them) and keeps the ``top``
-brightest. Here each step is the registry's: ``gaussian_filter`` (SciPy's bits), ``percentiles``
-(``np.percentile``'s bits), ``local_maxima`` (the pixels equal to their window's maximum, above the
+brightest. Here each step is the registry's: ``gaussian_filter`` (SciPy's bits), the percentile
+(``np.percentile``'s bits: its index arithmetic and interpolation on order statistics selected above
+a sampled bound, :func:`~spacr_accel_core.kit._peaks.high_order_statistics`, or the registry's
+``percentiles``), ``local_maxima`` (the pixels equal to their window's maximum, above the
 floor), and :func:`spacr_accel_core.kit._peaks.spaced_peaks` orders and spaces them as
 ``peak_local_max`` does. The ``top`` cut is spaCR's own ``argsort`` on the same values in the same
 order, so even its order among equal values is spaCR's.
@@ -29,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..kit._peaks import spaced_peaks
+from .._ops_levels import _lerp, quantile_plan
+from ..kit._peaks import high_order_statistics, spaced_peaks
 from ._outcome import PassThrough, served_by
 
 __all__ = ["nuclear_points"]
@@ -97,6 +100,18 @@ def _min_distance(min_distance: Any, plane: np.ndarray) -> int:
     return distance
 
 
+def _floor_of(smooth: np.ndarray, percentile: float | int) -> float:
+    """``float(np.percentile(smooth, percentile))``: NumPy's index arithmetic and interpolation
+    (``quantile_plan``, ``_lerp``, as the registry's ``percentiles`` applies them) on the order
+    statistics selected among the values above a sampled bound where they are high ones, the
+    registry's ``percentiles`` otherwise."""
+    plan = quantile_plan(smooth.size, percentile)
+    found = high_order_statistics(smooth, plan.ranks)
+    if found is None:
+        return float(ops.percentiles(smooth, percentile))
+    return float(_lerp(found[plan.lower], found[plan.upper], plan.gamma)[0])
+
+
 def nuclear_points(image: Any, *, sigma: Any = 3.0, min_distance: Any = 8, top: Any = 600,
                    percentile: Any = 99.0) -> tuple[Any, str]:
     """``spacr.ops_phenotype.nuclear_points``: the smoothed plane's spaced local maxima above its
@@ -108,7 +123,7 @@ def nuclear_points(image: Any, *, sigma: Any = 3.0, min_distance: Any = 8, top: 
     if isinstance(top, bool) or not isinstance(top, numbers.Integral):
         raise PassThrough(f"top={top!r} (spaCR's own slice)")
     smooth = ops.gaussian_filter(plane, width, truncate=4.0, mode="reflect")
-    threshold = float(ops.percentiles(smooth, floor))
+    threshold = _floor_of(smooth, floor)
     maxima = ops.local_maxima(smooth, 2 * distance + 1, threshold=threshold)
     backend = served_by()
     peaks = spaced_peaks(maxima, smooth[maxima[:, 0], maxima[:, 1]], plane.shape, distance)
