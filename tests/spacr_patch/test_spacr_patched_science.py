@@ -122,6 +122,7 @@ def test_the_surface_is_spacrs_own_bits_with_the_reference_spectrum_kept(
     from spacr_accel_core.patch._surface import LAST_REFERENCE, spacr_surface
 
     monkeypatch.setattr(_surface, "cpu_threads", lambda most=8: threads)
+    monkeypatch.setattr(_surface, "_SPLIT_PIXELS", 64 * 64)  # these small pairs in bands too
     rng = np.random.default_rng(threads + sum(shape))
     reference = rng.random(shape)
     LAST_REFERENCE.clear()

@@ -77,9 +77,12 @@ _BOUND = 1e150
 """The largest sum of a field's absolute values banded: a spectrum's every value is at most that sum,
 so the cross-power stays below 1e300 and no step of the surface can overflow."""
 
-_SPLIT_PIXELS = 256 * 256
+_SPLIT_PIXELS = 512 * 512
 """Below this many pixels a field is transformed in one piece: thread hand-offs cost more than a
-small transform (a 64 x 64 strip is about 50 us)."""
+small transform saves. Measured on two busy cores, a fresh pair's surface in two bands took 1.13x
+the one-piece time on a 154 x 512 strip (a 512 px tile's stitching strip), 1.07x on 384 x 384 and
+1.09x on 230 x 768, and 0.92x on 512 x 512; ``benchmarks/bench_strips.py`` times the stitch's
+strips."""
 
 
 def _bands(extent: int, parts: int) -> list[tuple[int, int]]:
