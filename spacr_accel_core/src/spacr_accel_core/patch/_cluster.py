@@ -334,7 +334,9 @@ class DaskPool:
                     raise FieldKilledWorkers(
                         f"field {_site(task, index)} of this decode was on workers of {self._address.text} that "
                         f"died more times than distributed.scheduler.allowed-failures allows: {error}") from error
-                except BaseException as error:
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as error:  # distributed's cancellation is asyncio's, a BaseException
                     if future.status == "error":
                         raise  # the field's own exception, as spaCR's pool raises it
                     words = " ".join(str(error).split())
