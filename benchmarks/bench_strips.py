@@ -18,6 +18,7 @@ Run: ``python benchmarks/bench_strips.py [--sizes 384 512 1480] [--repeat 7]``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -78,7 +79,7 @@ def main() -> None:
         overlap = round(size * 0.14)
         for axis in ("horizontal", "vertical"):
             shown = tiles if axis == "horizontal" else [tile.T.copy() for tile in tiles]
-            pairs = [(a, b, axis) for a, b in zip(shown, shown[1:])]
+            pairs = [(a, b, axis) for a, b in itertools.pairwise(shown)]
             band = max(8, min(size, round(size * ops_register.STRIP_FRACTION)))
             strip = f"{band}x{size}" if axis == "vertical" else f"{size}x{band}"
             first = time.perf_counter()

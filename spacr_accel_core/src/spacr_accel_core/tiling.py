@@ -18,32 +18,99 @@ from __future__ import annotations
 
 import contextvars
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 from .contract._errors import BackendOutOfMemory, describe
 
-__all__ = ["HOST_PASS_BYTES", "cpu_threads", "pass_budget", "run_parts", "tiled"]
+__all__ = ["HOST_PASS_BYTES", "cpu_threads", "pass_budget", "pool_width", "run_parts", "tiled"]
 
 _T = TypeVar("_T")
 
 def cpu_threads(most: int = 8) -> int:
-    """Threads a CPU backend's call may use: the CPUs this process may run on, at most ``most``, and
-    no more than ``OMP_NUM_THREADS`` says where it is set.
+    """Threads a CPU backend's call may use: the CPUs this process may run on, shared with the other
+    worker processes of the pool it is one of, at most ``most``, and no more than
+    ``OMP_NUM_THREADS`` says where it is set.
 
     WHY OMP_NUM_THREADS. It is how a host tells its libraries how many threads each may start:
     Dask's Nanny sets it to 1 in every worker (``distributed.nanny.pre-spawn-environ``), whose
     parallelism is its own worker threads. A backend that started a thread per CPU in each of two
     single-threaded workers on two cores ran four threads on two cores.
 
+    WHY THE POOL. A process pool that nobody told (spaCR's decode spawns ``n_workers`` processes, each
+    decoding one field at a time) is the same case: each worker's share of the CPUs is the CPUs over
+    the pool's width, read from the process's own situation (:func:`pool_width`).
+
     :param most: the cap (thread hand-offs stop paying beyond about 8 on these primitives).
     """
     available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    available //= pool_width()
     wanted = os.environ.get("OMP_NUM_THREADS", "").strip()
     if wanted.isdigit() and int(wanted) > 0:
         available = min(available, int(wanted))
     return max(1, min(most, available))
+
+
+_WIDTH_SECONDS: Final = 1.0
+"""How long a pool's width, once read, is taken as it stands (a pool may start its workers one by one,
+spaCR's ten seconds apart: a worker that starts alone has the CPUs to itself until its siblings come)."""
+
+_SPAWNED: Final = b"--multiprocessing-fork"
+"""The argument multiprocessing's spawned (and forkserver's) workers are started with."""
+
+_width: list[float] = [float("-inf"), 1]  # [when read, the width read]
+
+
+def pool_width() -> int:
+    """How many worker processes of one pool this process is one of: 1 outside a ``multiprocessing``
+    child, or where the situation cannot be read.
+
+    A ``multiprocessing`` child (``multiprocessing.parent_process()`` is not None) counts its
+    parent's children that are started as it was (on Linux, ``/proc/<parent>/task/*/children``): for
+    a spawned worker those started with ``--multiprocessing-fork`` (not the resource tracker), for a
+    forked one those running the same command. Read at most once a second (:data:`_WIDTH_SECONDS`).
+    A process that has not imported ``multiprocessing`` is no such child and pays nothing.
+    """
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return 1
+    now = time.monotonic()
+    if now - _width[0] < _WIDTH_SECONDS:
+        return int(_width[1])
+    parent = mp.parent_process()
+    width = 1 if parent is None or parent.pid is None else _siblings(parent.pid)
+    _width[:] = [now, width]
+    return width
+
+
+def _siblings(parent: int) -> int:
+    """The parent's children started as this process was, this one included (1 where unreadable)."""
+    try:
+        with open("/proc/self/cmdline", "rb") as own:
+            mine = own.read()
+        tasks = os.listdir(f"/proc/{parent}/task")
+    except OSError:
+        return 1
+    children: set[str] = set()
+    for task in tasks:
+        try:
+            with open(f"/proc/{parent}/task/{task}/children") as listed:
+                children.update(listed.read().split())
+        except OSError:
+            continue
+    spawned = _SPAWNED in mine.split(b"\0")
+    count = 0
+    for child in children:
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as listed:
+                command = listed.read()
+        except OSError:
+            continue
+        count += (_SPAWNED in command.split(b"\0")) if spawned else command == mine
+    return max(1, count)
 
 
 _pool: Any = None  # a concurrent.futures.ThreadPoolExecutor, created on first use
@@ -61,6 +128,7 @@ def _forget_pool_after_fork() -> None:
     global _pool, _pool_lock  # noqa: PLW0603  # resetting the module's lazily created pool
     _pool = None
     _pool_lock = threading.Lock()
+    _width[:] = [float("-inf"), 1]  # a forked child is a worker of its own pool, read afresh
 
 
 if hasattr(os, "register_at_fork"):  # POSIX only

@@ -29,6 +29,7 @@ from ._served_planes import estimate_read_locations as _estimate_read_locations
 from ._served_planes import translate as _translate
 from ._served_points import attribute_reads as _attribute_reads
 from ._served_points import seed_by_scaled_pairs as _seed_by_scaled_pairs
+from ._served_reading import read_plane as _read_plane
 from ._served_triangles import align_by_triangles as _align_by_triangles
 from ._surface import in_place, serving, spacr_would_raise
 
@@ -360,5 +361,6 @@ SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
     "sbs_mean_target": _sbs_mean_target,
     "align_by_triangles": _align_by_triangles,
     "nuclear_points": _nuclear_points,
+    "read_plane": _read_plane,
 }
 """The ways of serving, by the name of the function they stand in for."""

@@ -103,6 +103,7 @@ SPACR_1_5 = SeamTable(
         Seam("spacr.ops_sbs", "estimate_read_locations", "spot_score"),
         Seam("spacr.ops_merge", "align_by_triangles", "align_by_triangles", ("original",)),
         Seam("spacr.ops_phenotype", "nuclear_points", "nuclear_points"),
+        Seam("spacr.ops_engine", "_read_plane", "read_plane", ("original", "module")),
     ),
     scoped=(
         Scoped("spacr.ops_engine", ("_decode_field",), ("gaussian_laplace", "minimum_filter")),
