@@ -130,7 +130,8 @@ class SharedReads:
                 spoke = ident in self._quiet.spoke
             if not spoke:
                 entry.series = decoded
-                self.decodes += 1
+                with self._lock:
+                    self.decodes += 1
         except Exception:  # every failure is spaCR's to read again and record
             pass
         finally:
