@@ -34,7 +34,7 @@ pytest.importorskip("pandas")
 pytest.importorskip("skimage")
 
 from _spacr_accel_hook import modes_from
-from spacr_accel_core.patch import _cluster
+from spacr_accel_core.patch import _cluster, install
 from spacr_accel_core.patch._run import main as run_main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -146,7 +146,7 @@ def one_worker() -> Any:
 
 
 def _pool(address: str) -> _cluster.DaskPool:
-    return _cluster.DaskPool(_cluster.parse_address(address), os.getpid, (), {})
+    return _cluster.DaskPool(_cluster.parse_address(address), os.getpid, (), {}, install)
 
 
 def test_answers_come_back_in_the_tasks_order(one_worker: Any) -> None:
@@ -182,6 +182,12 @@ def test_a_cluster_lost_mid_well_raises_naming_it() -> None:
         if closing.is_alive() or not closing.ident:
             closing.join() if closing.ident else cluster.close()
         _cluster.use(None, {})
+
+
+def test_a_cluster_without_the_patch_install_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="install must be the patch's install function"):
+        _cluster.use("local:1", {})
+    assert _cluster.address() is None
 
 
 def test_a_cluster_that_cannot_be_reached_raises_before_any_field() -> None:

@@ -131,7 +131,7 @@ def install(*, check: bool = False, strict: bool = False, report: bool = False,
             _installer = Installer(table, make_wrapper(_tally, _modes))
         _installer.install()
         _cluster.use(dask, {"check": bool(check), "strict": bool(strict), "report": bool(report),
-                            "keep_memory": bool(keep_memory)})
+                            "keep_memory": bool(keep_memory)}, install)
         return True
 
 

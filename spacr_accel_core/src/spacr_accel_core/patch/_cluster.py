@@ -131,6 +131,8 @@ class _Decode:
         to be found by.
     :param initializer: the same for spaCR's initializer.
     :param initargs: the initializer's arguments.
+    :param install: :func:`spacr_accel_core.patch.install`, handed down by the package (this module
+        cannot import the package that imports it) and sent by reference, so a worker calls its own.
     :param modes: the :func:`spacr_accel_core.patch.install` keywords the workers install with.
     """
 
@@ -138,6 +140,7 @@ class _Decode:
     function: Any
     initializer: Any
     initargs: tuple[Any, ...]
+    install: Callable[..., Any]
     modes: dict[str, bool] = field(default_factory=dict)
 
 
@@ -184,10 +187,8 @@ def _prepare(decode: _Decode, task: Any, worker: str) -> None:
     with _preparing:
         if decode.token in _prepared:
             return
-        from spacr_accel_core import patch
-
         modes = decode.modes
-        patch.install(check=modes.get("check", False), strict=modes.get("strict", False),
+        decode.install(check=modes.get("check", False), strict=modes.get("strict", False),
                       report=modes.get("report", False), keep_memory=modes.get("keep_memory", False))
         for path in _readable_paths(task):
             if not os.access(path, os.R_OK):
@@ -275,16 +276,18 @@ class DaskPool:
     :param initializer: spaCR's initializer, run once in each worker before its first field.
     :param initargs: its arguments.
     :param modes: the patch's modes for the workers.
+    :param install: the patch's install, which each worker calls with ``modes``.
     :raises ClusterUnreachable: when the cluster cannot be reached (before any field is sent).
     """
 
     def __init__(self, address: ClusterAddress, initializer: Callable[..., Any], initargs: Iterable[Any],
-                 modes: Mapping[str, bool]) -> None:
+                 modes: Mapping[str, bool], install: Callable[..., Any]) -> None:
         self._address = address
         self._client = _connection.client(address)
         self._initializer = _reference(initializer)
         self._initargs = tuple(initargs)
         self._modes = dict(modes)
+        self._install = install
         self._pending: list[Any] = []
 
     def __enter__(self) -> DaskPool:
@@ -316,7 +319,7 @@ class DaskPool:
         if len(iterables) != 1:
             fn = _star(fn)
         token = uuid.uuid4().hex
-        decode = _Decode(token, _reference(fn), self._initializer, self._initargs, self._modes)
+        decode = _Decode(token, _reference(fn), self._initializer, self._initargs, self._install, self._modes)
         held = self._client.submit(_hold, decode, key=f"spacr-decode-shared-{token}", pure=False)
         keys = [f"spacr-decode-field-{_site(task, index)}-{token}" for index, task in enumerate(tasks)]
         futures = self._client.map(_run_field, tasks, key=keys, pure=False, decode=held) if tasks else []
@@ -373,13 +376,16 @@ class _Seam:
         self._lock = threading.RLock()
         self.address: ClusterAddress | None = None
         self.modes: dict[str, bool] = {}
+        self.install: Callable[..., Any] | None = None
         self._finder: _Finder | None = None
         self._undo: list[tuple[types.ModuleType, str, Any, Any]] = []
 
-    def use(self, address: ClusterAddress | None, modes: Mapping[str, bool]) -> None:
+    def use(self, address: ClusterAddress | None, modes: Mapping[str, bool],
+            install: Callable[..., Any] | None) -> None:
         with self._lock:
             self.address = address
             self.modes = {key: bool(value) for key, value in modes.items()}
+            self.install = install
             if address is None:
                 self._take_out()
                 return
@@ -429,10 +435,11 @@ class _Seam:
 
         def _parallel_process_executor(max_workers: Any = None, mp_context: Any = None, initializer: Any = None,
                                        initargs: Any = (), max_tasks_per_child: Any = None, **options: Any) -> Any:
-            address = seam.address
-            if address is None or max_tasks_per_child is not None or options or not _is_decode(initializer):
+            address, install = seam.address, seam.install
+            if (address is None or install is None or max_tasks_per_child is not None or options
+                    or not _is_decode(initializer)):
                 return original(max_workers, mp_context, initializer, initargs, max_tasks_per_child, **options)
-            return DaskPool(address, initializer, initargs, seam.modes)
+            return DaskPool(address, initializer, initargs, seam.modes, install)
 
         return _parallel_process_executor
 
@@ -457,14 +464,19 @@ def _is_decode(initializer: Any) -> bool:
 _seam = _Seam()
 
 
-def use(dask: str | None, modes: Mapping[str, bool]) -> None:
+def use(dask: str | None, modes: Mapping[str, bool], install: Callable[..., Any] | None = None) -> None:
     """Send spaCR's decode to the cluster at ``dask`` (None: spaCR's own pool again, and the clients
     and ``local:N`` clusters this process opened are closed).
 
     :param dask: the ``dask=`` value (:func:`parse_address`), or None.
     :param modes: the patch's other modes, which the workers install with.
+    :param install: the patch's install (:func:`spacr_accel_core.patch.install`), which each worker
+        calls with ``modes``; the package hands it down, since this module cannot import its package.
+    :raises ValueError: a ``dask`` given without ``install``.
     """
-    _seam.use(None if dask is None else parse_address(dask), modes)
+    if dask is not None and install is None:
+        raise ValueError("install must be the patch's install function when dask is given")
+    _seam.use(None if dask is None else parse_address(dask), modes, install)
 
 
 def address() -> ClusterAddress | None:
