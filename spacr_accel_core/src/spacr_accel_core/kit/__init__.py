@@ -7,6 +7,9 @@
 - ``_knearest``: the exact k nearest within a distance (the floor's, shared with compiled backends).
 - ``_spectra``: registration's float64 transforms, one axis at a time (SciPy's, imported on use).
 - ``_translate``: a primitive's call with its library's errors in the contract's words.
+- ``_points``: read attribution by SciPy's own tree, the loop over reads in arrays; the inlier
+  counts' grid.
+- ``_triangles``: triangle matching on stacks with the per-item calls' bits, and its probe.
 - ``_peaks``: ``peak_local_max``'s border, order and spacing from the registry's local maxima.
 
 May import: the contract, and ``exact`` and ``tiling``. Never the registry, the devices or a face.

@@ -6,6 +6,8 @@
 - ``_results``: the result checks and the agreements (when two answers are the same answer).
 - ``_adapters``: how each plugin's implementation is called whatever it declares.
 - ``_checks``: the input checks every operation shares, in memory and on Dask.
+- ``_points``, ``_levels``, ``_planes``: the point operations', the levels family's and the
+  whole-plane steps' result checks, agreements, adapters and inputs (and the planes' input checks).
 - ``_registration_fields``: registration's fields before a backend sees them (finite, varying,
   moved into the transforms' range).
 
