@@ -1,4 +1,5 @@
-"""The module map (``docs/contributing.md``) and the folders' own docstrings name every module.
+"""The module map (``docs/contributing.md``) and the folders' own docstrings name every module, and the
+README every benchmark.
 
 WHY. A contributor opens the module named in the map first; a module the map does not name is one
 they find only by searching, and a folder's ``__init__`` that lists three of its five modules says
@@ -115,3 +116,11 @@ def test_each_folder_docstring_lists_its_modules(folder: Path) -> None:
 
 def test_the_folders_of_parts_are_found() -> None:
     assert {"contract", "kit", "operations", "dispatch", "devices", "commands"} <= {p.name for p in _parts_folders()}
+
+
+def test_the_readme_names_every_benchmark() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(benchmarks/\w+\.py)`", readme))
+    scripts = {f"benchmarks/{path.name}" for path in (ROOT / "benchmarks").glob("*.py")}
+    assert "benchmarks/bench_numpy.py" in named  # the control: the reading finds the list
+    assert scripts - named == set(), f"README.md's benchmark list does not name {sorted(scripts - named)}"

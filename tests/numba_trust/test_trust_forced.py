@@ -37,7 +37,7 @@ def _building(seconds: float) -> tuple[types.ModuleType, dict[str, Any]]:
     its warm-up (the whole set) never finishes within a bound."""
     state: dict[str, Any] = {"ready": threading.Event(), "calls": 0, "warm_ups": 0}
     module = types.ModuleType("spacr_accel_trust_building")
-    module.SPACR_ACCEL_PLUGIN = Declaration(name="building", priority=500.0)  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name="building", priority=500.0)  # type: ignore[attr-defined]  # a plugin module made at run time
 
     def spacr_accel_backend_info() -> BackendInfo:
         return BackendInfo(usable=True)

@@ -22,7 +22,7 @@ def helper(x):
 _KERNEL = '''
 import numba
 
-from . import _locator  # noqa: F401
+from . import _locator  # noqa: F401  # imported for its effect: the cache stamped before any njit
 from ._trial_helper import helper
 
 

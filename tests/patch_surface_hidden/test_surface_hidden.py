@@ -155,6 +155,6 @@ def test_another_thread_sees_spacrs_table_while_a_served_call_runs(unpatched: No
             served.join(60)
         assert error == expected_error
         assert np.array_equal(direct, spacrs)
-        assert answers and answers[0] == ops_register.phase_correlate.__wrapped__(first, second, gpu=False)  # type: ignore[attr-defined]
+        assert answers and answers[0] == ops_register.phase_correlate.__wrapped__(first, second, gpu=False)  # type: ignore[attr-defined]  # the seam keeps spaCR's function here
     finally:
         patch.uninstall()
