@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -273,9 +274,17 @@ def test_drawn_read_attributions_are_spacrs(same_as_spacr: Compare, data: st.Dat
     _untouched([given_peaks, centroids, areas], before)
 
 
+@pytest.fixture
+def card_translation(usable_stand_in: Callable[..., str]) -> None:
+    """torch's translation ranked first, as a card's would be, once per test: on a CPU alone the floor's
+    copy is spaCR's own, every call is left to spaCR, and no drawn call would reach the served path."""
+    plugin = pytest.importorskip("spacr_accel_torch._plugin", reason="torch is not installed (the card stand-in)")
+    usable_stand_in(plugin, "cardtorch", "spacr_accel_translate")
+
+
 @given(data=st.data())
 @DRAWN
-def test_drawn_translations_are_spacrs(same_as_spacr: Compare, data: st.DataObject) -> None:
+def test_drawn_translations_are_spacrs(same_as_spacr: Compare, card_translation: None, data: st.DataObject) -> None:
     from spacr import ops_cycles
 
     from spacr_accel_core.patch._install import original_of
