@@ -270,3 +270,24 @@ def test_the_command_takes_dask_and_the_program_sees_the_word(tmp_path: Path,
                           env=_env(None), capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1,check,dask=local:3", "local:3"]
+
+
+class _Closing:
+    """A client or cluster stand-in that records its close, or fails it."""
+
+    def __init__(self, closed: list[str], name: str, fails: bool = False) -> None:
+        self._closed, self._name, self._fails = closed, name, fails
+
+    def close(self) -> None:
+        if self._fails:
+            raise OSError(f"{self._name}: the scheduler is already gone")
+        self._closed.append(self._name)
+
+
+def test_a_connection_that_fails_to_close_never_keeps_the_others_open() -> None:
+    closed: list[str] = []
+    connection = _cluster._Connection()
+    connection._open["tcp://gone:8786"] = (_Closing(closed, "gone client", fails=True), None)
+    connection._open["local:2"] = (_Closing(closed, "local client"), _Closing(closed, "local cluster"))
+    connection.close()
+    assert closed == ["local client", "local cluster"] and not connection._open

@@ -35,6 +35,7 @@ from __future__ import annotations
 import atexit
 import collections
 import importlib
+import logging
 import os
 import re
 import sys
@@ -46,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._install import _Finder, original_of
+
+LOG = logging.getLogger("spacr_accel_core.patch")
 
 __all__ = [
     "ClusterAddress",
@@ -257,12 +260,19 @@ class _Connection:
             return client
 
     def close(self) -> None:
+        """Close every client and every cluster started for the run; one that fails to close (a
+        scheduler already gone) never keeps the others open."""
         with self._lock:
-            for client, cluster in self._open.values():
-                client.close()
-                if cluster is not None:
-                    cluster.close()
+            opened = list(self._open.values())
             self._open.clear()
+        for client, cluster in opened:
+            for closing in (client.close, None if cluster is None else cluster.close):
+                if closing is None:
+                    continue
+                try:
+                    closing()
+                except Exception as error:  # at exit, or after a lost cluster: the rest must still close
+                    LOG.debug("spacr-accel patch: closing a Dask connection failed: %s", error)
 
 
 _connection = _Connection()
