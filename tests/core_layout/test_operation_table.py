@@ -26,11 +26,10 @@ NAMES = sorted(OPERATIONS)
 def test_a_table_entry_cannot_leave_out_what_the_rest_reads() -> None:
     required = [f.name for f in dataclasses.fields(Operation) if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING]
-    assert {"check", "adapt", "task", "reference", "agree", "small", "bench", "dask"} <= set(required)
+    assert {"check", "adapt", "task", "reference", "agree", "small", "bench"} <= set(required)
     with pytest.raises(TypeError, match="small"):
         Operation("new_operation", OPERATIONS["matmul"].check, OPERATIONS["matmul"].adapt, {}, "words",  # type: ignore[call-arg]
-                  reference=reference.matmul, agree=OPERATIONS["matmul"].agree, bench=OPERATIONS["matmul"].bench,
-                  dask="own")
+                  reference=reference.matmul, agree=OPERATIONS["matmul"].agree, bench=OPERATIONS["matmul"].bench)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -40,7 +39,6 @@ def test_each_operation_has_its_hookspec_ops_function_and_reference(name: str) -
     assert callable(getattr(ops, name, None)), f"no ops.{name}"
     assert name in ops.__all__, f"ops.{name} is not in ops.__all__"
     assert inspect.getmodule(entry.reference) is reference, f"{name}'s reference is not in spacr_accel_core.reference"
-    assert entry.dask in ("fields", "own"), f"{name}: dask must be 'fields' or 'own', not {entry.dask!r}"
     assert (name, entry.task) in _PRIMITIVES, f"{name} has no row in the capabilities table"
 
 

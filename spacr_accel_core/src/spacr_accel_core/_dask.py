@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -251,42 +251,6 @@ def _in_graph_once(array: np.ndarray) -> da.Array:
     """An in-memory operand as ONE key of the graph, so it is shipped once to each worker that
     needs it (by the scheduler, then peer to peer) instead of being pickled into every task."""
     return da.from_array(array, chunks=-1, inline_array=False)
-
-
-# ---- an operation on fields, from the table alone ---------------------------------------------
-
-def _fields_block(block: np.ndarray, operation: str, args: tuple[Any, ...], keywords: dict[str, Any],
-                  gpu: bool, backend: str | None) -> np.ndarray:
-    """``ops.<operation>`` on each 2-D field of a block of whole fields, recorded."""
-    function = getattr(ops, operation)
-    result = np.empty(block.shape, dtype=_F32)
-    for index in np.ndindex(*block.shape[:-2]):
-        result[index] = function(block[index], *args, gpu=gpu, backend=backend, **keywords)
-        _record()
-    return result
-
-
-def by_fields(operation: str) -> Callable[..., da.Array]:
-    """The Dask form of an operation whose table entry says ``dask="fields"`` (a field in, a float32
-    field of the same shape out, each 2-D field on its own): blocks of whole fields, the last two axes
-    brought into one chunk, each field ``ops.<operation>`` on the worker. No code per operation."""
-
-    def on_dask(field: Any, *args: Any, gpu: bool = True, backend: str | None = None, **keywords: Any) -> da.Array:
-        _checks._options(gpu, backend)
-        array = _dask(field, "field")
-        _checks.fields_shape(array.shape)
-        _known(array, "field", tuple(range(array.ndim)))
-        array = _sole_chunk(_sole_chunk(array, array.ndim - 2), array.ndim - 1)
-        return da.map_blocks(_fields_block, array, dtype=_F32, meta=np.empty((0,) * array.ndim, dtype=_F32),
-                             token=f"spacr_accel-{operation}", operation=operation, args=args, keywords=keywords,
-                             gpu=gpu, backend=backend)
-
-    on_dask.__name__ = on_dask.__qualname__ = operation
-    on_dask.__doc__ = (f":func:`spacr_accel_core.ops.{operation}` on a dask stack ``(..., H, W)``, field by "
-                       "field: the last two axes are brought into one chunk, and each block's fields are "
-                       "computed by the worker's registry (its arguments are those of ``ops``, checked "
-                       "there).")
-    return on_dask
 
 
 # ---- maximum_filter ---------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import dask.array as da
 
 from . import _dask, _dask_filters
 from ._dask import BlocksServed, Tally, blocks_served, forget, tally
-from .operations._operations import OPERATIONS
 from .ops import CHUNK
 
 # The operations on Dask, as in memory: spacr_accel_core.ops (its table lists every primitive).
@@ -403,10 +402,3 @@ def rescale_fields(stack: Any, scale: Any, low: Any, high: Any, *, gpu: bool = T
     from . import _dask_levels
 
     return _dask_levels.rescale_fields(stack, scale, low, high, gpu=gpu, backend=backend)
-
-
-# Every operation the table serves "field by field" on Dask, with no code here (see _dask.by_fields).
-for _operation in OPERATIONS.values():
-    if _operation.dask == "fields":
-        globals()[_operation.name] = _dask.by_fields(_operation.name)
-        __all__ += [_operation.name]  # noqa: PLE0604  (a name from the table, bound just above)

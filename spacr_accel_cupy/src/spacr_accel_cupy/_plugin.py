@@ -3,6 +3,12 @@
 Usable only where a CUDA device answers. CuPy installs and imports on machines without one (and
 then every call raises ``CUDARuntimeError``), so importability proves nothing: the device count
 is asked, and its error becomes the note the doctor shows.
+
+NOT DECLARED: the point operations (``attribute_reads``, ``count_within``), so the registry passes
+CuPy over for them. Read attribution's gaps are spaCR's ``np.hypot``, C's to the last bit, which
+CUDA's ``hypot`` need not reproduce (one last bit moves an owner wherever two gaps tie); the merge's
+inlier counts would be exact in float64, but a brute force over every pair does not beat numba's
+grid at spaCR's sizes, and the toolkit's grid is not written against CuPy's kit.
 """
 
 from __future__ import annotations
@@ -178,21 +184,6 @@ def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
     from ._decode import phase_correlate
 
     return _run("phase_correlate", phase_correlate, first, second, pairing)
-
-
-@hookimpl
-def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
-                                tie: float) -> tuple[np.ndarray, np.ndarray]:
-    from ._points import attribute_reads
-
-    return attribute_reads(peaks, centroids, radius, footprint, tie)
-
-
-@hookimpl
-def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
-    from ._points import count_within
-
-    return count_within(moved, target, limit)
 
 
 @hookimpl

@@ -5,9 +5,9 @@ backend returns, the adapters that let every plugin serve it whatever subset of 
 declares (:mod:`._adapters`), its plain definition (:mod:`spacr_accel_core.reference`), and the
 inputs it is tried on. Discovery (what each plugin implements, and whether its signature can serve),
 dispatch (the adapters and the result check), the capabilities table the doctor prints (one row per
-entry), the bench (its realistic input), the conformance suite (its small case, judged against its
-reference) and the Dask layer (an operation on fields is mapped over whole fields) read
-:data:`OPERATIONS`. Adding an operation is one entry here, one hookspec, the ``ops`` function that
+entry), the bench (its realistic input) and the conformance suite (its small case, judged against its
+reference) read :data:`OPERATIONS`; the Dask layer writes each operation's graph itself (the table's
+test holds it to one per entry). Adding an operation is one entry here, one hookspec, the ``ops`` function that
 checks its input, its reference, and the floor's implementation (``docs/contributing.md``);
 ``tests/core_layout/test_operation_table.py`` names whatever a new entry still lacks.
 
@@ -109,9 +109,6 @@ class Operation:
         run here included (it must decline cleanly or agree with :attr:`reference`).
     :param bench: ``bench(quick, rng)``: a realistic input (a camera tile, a well's spots), which
         ``spacr-accel bench`` times on every backend and checks against the floor's answer.
-    :param dask: how :mod:`spacr_accel_core.dask` serves it: ``"fields"`` (a field in, a field of
-        the same shape out, each 2-D field on its own: the Dask layer maps it over blocks of whole
-        fields, with no code of its own), or ``"own"`` (its own graph, written in ``dask.py``).
     """
 
     name: str
@@ -123,7 +120,6 @@ class Operation:
     agree: Agree
     small: Callable[[], Example]
     bench: Callable[[bool, np.random.Generator], Example]
-    dask: str
 
     @property
     def hook(self) -> str:
@@ -267,54 +263,46 @@ def _small_pair() -> Example:
 OPERATIONS: Final[Mapping[str, Operation]] = {
     op.name: op for op in (
         Operation("maximum_filter", check_array, adapt_filter, {"out": None}, "Peak finding (maximum_filter)",
-                  reference=reference.maximum_filter, agree=agree_field, small=_small_field, bench=_filter_bench,
-                  dask="own"),
+                  reference=reference.maximum_filter, agree=agree_field, small=_small_field, bench=_filter_bench),
         Operation("matmul", check_array, adapt_matmul, {"out": None}, "Spectral unmixing (matmul)",
-                  reference=reference.matmul, agree=agree_product, small=_small_product, bench=_matmul_bench,
-                  dask="own"),
+                  reference=reference.matmul, agree=agree_product, small=_small_product, bench=_matmul_bench),
         Operation("nearest_neighbours", check_neighbours, adapt_neighbours,
                   {"chunk": None, "k": 1, "max_distance": None, "metric": "euclidean"},
                   "Cell matching (nearest_neighbours)",
                   reference=reference.nearest_neighbours, agree=agree_nearest, small=_small_points,
-                  bench=_nearest_bench, dask="own"),
+                  bench=_nearest_bench),
         Operation("local_maxima", check_coordinates, adapt_peaks, {}, "Reads as coordinates (local_maxima)",
-                  reference=reference.local_maxima, agree=agree_coordinates, small=_small_field, bench=_peaks_bench,
-                  dask="own"),
+                  reference=reference.local_maxima, agree=agree_coordinates, small=_small_field, bench=_peaks_bench),
         Operation("minimum_filter", check_array, adapt_filter, {"out": None}, "Background floor (minimum_filter)",
-                  reference=reference.minimum_filter, agree=agree_field, small=_small_field, bench=_minimum_bench,
-                  dask="own"),
+                  reference=reference.minimum_filter, agree=agree_field, small=_small_field, bench=_minimum_bench),
         Operation("gaussian_filter", check_array, adapt_smoothing, {"out": None}, "Smoothing (gaussian_filter)",
                   reference=reference.gaussian_filter, agree=agree_field, small=_small_smoothing,
-                  bench=_gaussian_bench, dask="own"),
+                  bench=_gaussian_bench),
         Operation("gaussian_laplace", check_array, adapt_smoothing, {"out": None},
                   "Spot enhancement (gaussian_laplace)",
                   reference=reference.gaussian_laplace, agree=agree_field, small=_small_smoothing,
-                  bench=_laplace_bench, dask="own"),
+                  bench=_laplace_bench),
         Operation("window_maxima", check_gathered, adapt_gather, {}, "Base intensities at reads (window_maxima)",
-                  reference=reference.window_maxima, agree=agree_gathered, small=_small_gather, bench=_gather_bench,
-                  dask="own"),
+                  reference=reference.window_maxima, agree=agree_gathered, small=_small_gather, bench=_gather_bench),
         Operation("phase_correlate", check_correlation, adapt_correlation,
                   {"pairing": None}, "Cycle registration (phase_correlate)",
                   reference=reference.phase_correlate, agree=agree_registration, small=_small_pair,
-                  bench=_registration_bench, dask="own"),
+                  bench=_registration_bench),
         Operation("translate", check_translated, adapt_plain, {}, "Moving planes into one frame (translate)",
                   reference=reference.translate, agree=agree_translated, small=small_translation,
-                  bench=bench_translation, dask="own"),
+                  bench=bench_translation),
         Operation("spot_score", check_array, adapt_plain, {}, "Read locations scored (spot_score)",
-                  reference=reference.spot_score, agree=agree_field, small=small_score, bench=bench_score,
-                  dask="own"),
+                  reference=reference.spot_score, agree=agree_field, small=small_score, bench=bench_score),
         Operation("attribute_reads", check_attribution, adapt_plain, {}, "Reads given to nuclei (attribute_reads)",
                   reference=reference.attribute_reads, agree=agree_attribution, small=small_attribution,
-                  bench=attribution_bench, dask="own"),
+                  bench=attribution_bench),
         Operation("count_within", check_counts, adapt_plain, {}, "Merge transforms scored (count_within)",
-                  reference=reference.count_within, agree=agree_counts, small=small_counts, bench=counts_bench,
-                  dask="own"),
+                  reference=reference.count_within, agree=agree_counts, small=small_counts, bench=counts_bench),
         Operation("percentiles", check_order_statistics, adapt_plain, {}, "Channel levels (percentiles)",
                   reference=reference.percentiles, agree=agree_levels, small=small_percentiles,
-                  bench=bench_percentiles, dask="own"),
+                  bench=bench_percentiles),
         Operation("rescale_fields", check_rescaled, adapt_plain, {}, "Channel clip and scale (rescale_fields)",
-                  reference=reference.rescale_fields, agree=agree_levels, small=small_rescale, bench=bench_rescale,
-                  dask="own"),
+                  reference=reference.rescale_fields, agree=agree_levels, small=small_rescale, bench=bench_rescale),
     )
 }
 """Every primitive, by name, in the order the doctor and the bench list them."""
