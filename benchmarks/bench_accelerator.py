@@ -47,7 +47,7 @@ import sys
 if sys.argv[1] == "imports-torch":
     from spacr_accel_torch import _nodes
     _nodes._no_device_node = lambda: None
-from spacr_accel_core import _cli
+from spacr_accel_core.commands import _cli
 sys.exit(_cli.main(["doctor"]))
 """
 

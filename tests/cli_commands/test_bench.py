@@ -18,10 +18,9 @@ from spacr_accel_core import (
     BackendUnavailable,
     Declaration,
     PluginFault,
-    _cli,
     hookimpl,
 )
-from spacr_accel_core.commands import _bench
+from spacr_accel_core.commands import _bench, _cli
 from spacr_accel_core.operations._operations import OPERATIONS as TABLE
 from spacr_accel_core.operations._results import agree_field, agree_nearest, agree_product
 from spacr_accel_core.testing import reference_maximum_filter

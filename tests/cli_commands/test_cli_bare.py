@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from spacr_accel_core import _cli
+from spacr_accel_core.commands import _cli
 
 
 def test_the_bare_command_prints_the_help(capsys: pytest.CaptureFixture[str]) -> None:

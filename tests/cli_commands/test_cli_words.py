@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spacr_accel_core import _cli
-from spacr_accel_core.commands import _doctor
+from spacr_accel_core.commands import _cli, _doctor
 
 
 @pytest.fixture(autouse=True)

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import spacr_accel_core
-from spacr_accel_core import BackendInfo, _cli, accelerator, hookimpl, ops
-from spacr_accel_core.commands import _doctor, _doctor_summary
+from spacr_accel_core import BackendInfo, accelerator, hookimpl, ops
+from spacr_accel_core.commands import _cli, _doctor, _doctor_summary
 from spacr_accel_core.devices import _machine
 
 TOP_KEYS = {"schema_version", "about", "overrides", "plugins", "faulty", "blocked", "backends",
@@ -245,7 +245,7 @@ def test_text_survives_a_terminal_that_cannot_encode_it(monkeypatch: pytest.Monk
 
 
 def test_the_program_ends_normally_so_other_libraries_atexit_handlers_run() -> None:
-    script = ("import atexit, sys\nfrom spacr_accel_core._cli import main\n"
+    script = ("import atexit, sys\nfrom spacr_accel_core.commands._cli import main\n"
               "atexit.register(lambda: print('atexit ran'))\n"
               "sys.argv = ['spacr-accel', 'doctor', '--json']\nsys.exit(main())\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,

@@ -159,10 +159,10 @@ def test_no_import_is_placed_late(module: str) -> None:
     assert not _late(MODULES[module][0]), f"{module}: imports after code at {_late(MODULES[module][0])}"
 
 
-PLACED = {"spacr_accel_core._cli": "commands", "spacr_accel_core.__main__": "commands",
+PLACED = {"spacr_accel_core.__main__": "commands",
           "spacr_accel_core.exact": "kit", "spacr_accel_core.tiling": "kit", "spacr_accel_core.reference": "kit"}
-"""Top-level modules that belong to a folder's layer: the command's entry points (the console script
-names ``spacr_accel_core._cli:main``), and three public modules of the kit's layer (documented
+"""Top-level modules that belong to a folder's layer: ``python -m spacr_accel_core`` (the command's
+other entry point), and three public modules of the kit's layer (documented
 paths, importing only the contract): ``exact``, ``tiling`` and ``reference`` (which the operation
 table names)."""
 

@@ -78,7 +78,7 @@ def test_a_plugin_that_ends_the_interpreter_at_import_is_named_first(tmp_path: P
     distribution(tmp_path, "spacr-accel-exiter", "aaa_exiter", "exiting_plugin", EXITER)
     done = run("""
         import numpy as np
-        from spacr_accel_core import _cli
+        from spacr_accel_core.commands import _cli
         _cli.main(["doctor", "-vv"])
         """, tmp_path)
     assert done.returncode == 17  # the plugin did end the process: nothing can stop os._exit

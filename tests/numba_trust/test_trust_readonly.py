@@ -29,7 +29,7 @@ print(len(glob.glob(os.path.join(os.environ["NUMBA_CACHE_DIR"], "**", "*.nb*"), 
 
 def test_the_doctor_says_each_process_compiles_in_memory(sandbox) -> None:
     done = sandbox.python(_NOWHERE + """
-from spacr_accel_core._cli import main
+from spacr_accel_core.commands._cli import main
 main(["doctor"])
 """, SPACR_ACCEL_NUMBA_COMPILE="detached", SPACR_ACCEL_NUMBA_KERNELS="filter:float32")
     assert done.returncode == 0, done.stderr[-3000:]

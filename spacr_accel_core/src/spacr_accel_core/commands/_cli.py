@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "run":  # the program's own arguments are its own: no parser reads them
-        from .patch._run import main as run
+        from ..patch._run import main as run
 
         return run(argv[1:], prog=f"{PROG} run")
     if not argv:
@@ -270,7 +270,7 @@ def _doctor_command(args: argparse.Namespace) -> int:
 
     :param args: the parsed arguments (``json``).
     """
-    from .commands import _doctor
+    from . import _doctor
 
     report = _doctor.collect()
     if args.json:
@@ -291,7 +291,7 @@ def _warm_command(args: argparse.Namespace) -> int:
 
     :param args: the parsed arguments (``json``, ``timeout``).
     """
-    from .commands import _warm
+    from . import _warm
 
     stream = None if args.json else sys.stderr
     try:
@@ -311,8 +311,8 @@ def _bench_command(args: argparse.Namespace) -> int:
 
     :param args: the parsed arguments (``json``, ``quick``, ``repeat``, ``backends``).
     """
-    from .commands import _bench
-    from .dispatch._registry import REGISTRY
+    from ..dispatch._registry import REGISTRY
+    from . import _bench
 
     installed = REGISTRY.installed()
     unknown = [name for name in args.backends or () if name not in installed]
