@@ -61,7 +61,7 @@ def test_the_dask_layer_refuses_what_ops_refuses() -> None:
 def test_two_lazy_records_compare_by_value_in_one_compute_each(monkeypatch: pytest.MonkeyPatch) -> None:
     """Comparing two Dask registrations computed their four fields one by one: each field's
     compute ran the whole registration again (eight registrations for one ``==``)."""
-    from spacr_accel_core import _dask_decode
+    from spacr_accel_core.dask import _decode as _dask_decode
 
     rng = np.random.default_rng(3)
     first = rng.random((3, 14, 18))

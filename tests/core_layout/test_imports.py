@@ -25,11 +25,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHIPPED = ("spacr_accel_core", "spacr_accel_numpy", "spacr_accel_numba", "spacr_accel_torch", "spacr_accel_cupy")
 EXAMPLES = tuple(sorted(p for p in (ROOT / "examples").glob("*/src/*") if p.is_dir()))
 
-LAYERS = {"contract": 0, "kit": 1, "operations": 2, "dispatch": 3, "devices": 4, "": 5, "patch": 6, "testing": 6,
-          "commands": 7}
+LAYERS = {"contract": 0, "kit": 1, "operations": 2, "dispatch": 3, "devices": 4, "": 5, "dask": 6, "patch": 6,
+          "testing": 6, "commands": 7}
 """The core's folders, lowest first ("" is the top level: the public faces and the package itself;
-``patch`` puts spaCR on the faces, and the command runs programs through it). A module may import its
-own folder and any folder of a lower number."""
+``dask`` is a face whose graphs call ``ops``; ``patch`` puts spaCR on the faces, and the command runs
+programs through it). A module may import its own folder and any folder of a lower number."""
 
 DOOR = {"spacr_accel_core", "spacr_accel_core.toolkit"}
 

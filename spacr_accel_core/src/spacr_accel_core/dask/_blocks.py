@@ -1,4 +1,6 @@
-"""The implementation behind :mod:`spacr_accel_core.dask`: the three ops over ``dask.array``.
+"""The machinery every graph of :mod:`spacr_accel_core.dask` shares, and the graphs of the first
+four operations over ``dask.array`` (``maximum_filter``, ``matmul``, ``nearest_neighbours``,
+``local_maxima``).
 
 Dask is the engine: this module only builds graphs whose block tasks call the in-memory
 :mod:`spacr_accel_core.ops` on the worker that computes them, so each worker resolves its own device
@@ -26,8 +28,8 @@ import dask.array as da
 import numpy as np
 from dask.delayed import delayed
 
-from . import last_dispatch, ops
-from .operations import _checks
+from .. import last_dispatch, ops
+from ..operations import _checks
 
 _NUMERIC_KINDS, _F32, _I64 = _checks._NUMERIC_KINDS, _checks._F32, _checks._I64
 _PAIR = np.dtype([("index", _I64), ("distance", _F32)])

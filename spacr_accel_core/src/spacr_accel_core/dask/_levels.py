@@ -14,10 +14,10 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from . import ops
-from ._dask import _dask, _known, _record, _sole_chunk
-from ._ops_levels import percentile_q
-from .operations import _checks
+from .. import ops
+from .._ops_levels import percentile_q
+from ..operations import _checks
+from ._blocks import _dask, _known, _record, _sole_chunk
 
 
 def _whole_fields(stack: Any) -> da.Array:

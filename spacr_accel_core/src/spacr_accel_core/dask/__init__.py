@@ -12,6 +12,20 @@ values (NaN coordinates) by :mod:`spacr_accel_core.ops` itself inside the comput
 
 WHICH BACKEND SERVED THE BLOCKS is tallied per worker process: :func:`tally` around a compute, or
 :func:`blocks_served` at any time, gathers it from the workers (docs/dask.md).
+
+THE PACKAGE BY FAMILY. This module is the public face; the graphs live beside it, and all but the
+first two are imported only when their operation is asked for:
+
+- ``_blocks``: the shared machinery (the per-process tally and its gathering, the checks made before
+  a graph is built, the block helpers) and the graphs of ``maximum_filter``, ``matmul``,
+  ``nearest_neighbours`` and ``local_maxima``.
+- ``_filters``: the window minimum and maximum in every mode, the Gaussian and its Laplacian.
+- ``_decode``: the decode chain's ``window_maxima`` and ``phase_correlate``.
+- ``_points``: ``attribute_reads`` and ``count_within``.
+- ``_planes``: ``translate`` and ``spot_score``.
+- ``_levels``: ``percentiles`` and ``rescale_fields``.
+
+The package imports the faces (``ops``) and the folders below them; nothing in the core imports it.
 """
 
 from __future__ import annotations
@@ -20,9 +34,9 @@ from typing import Any
 
 import dask.array as da
 
-from . import _dask, _dask_filters
-from ._dask import BlocksServed, Tally, blocks_served, forget, tally
-from .ops import CHUNK
+from ..ops import CHUNK
+from . import _blocks, _filters
+from ._blocks import BlocksServed, Tally, blocks_served, forget, tally
 
 # The operations on Dask, as in memory: spacr_accel_core.ops (its table lists every primitive).
 
@@ -76,8 +90,8 @@ def maximum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: bool = 
     :raises TypeError: ``field`` is not numeric, or ``size`` is not an integer.
     """
     if mode != "nearest":
-        return _dask_filters.extreme("maximum_filter", field, size, mode=mode, gpu=gpu, backend=backend)
-    return _dask.maximum_filter(field, size, gpu=gpu, backend=backend)
+        return _filters.extreme("maximum_filter", field, size, mode=mode, gpu=gpu, backend=backend)
+    return _blocks.maximum_filter(field, size, gpu=gpu, backend=backend)
 
 
 def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
@@ -99,7 +113,7 @@ def matmul(first: Any, second: Any, *, gpu: bool = True, backend: str | None = N
     :raises ValueError: an operand has the wrong rank, or the inner axes differ (``ops``' words).
     :raises TypeError: an operand is not real-numeric.
     """
-    return _dask.matmul(first, second, gpu=gpu, backend=backend)
+    return _blocks.matmul(first, second, gpu=gpu, backend=backend)
 
 
 def nearest_neighbours(
@@ -134,7 +148,7 @@ def nearest_neighbours(
         NaN or infinite coordinates from the compute, with ``ops``' words.
     :raises TypeError: non-numeric points or a non-integer chunk.
     """
-    return _dask.nearest_neighbours(source, target, gpu=gpu, backend=backend, chunk=chunk, k=k,
+    return _blocks.nearest_neighbours(source, target, gpu=gpu, backend=backend, chunk=chunk, k=k,
                                     max_distance=max_distance, metric=metric)
 
 
@@ -158,7 +172,7 @@ def local_maxima(field: Any, size: Any, *, threshold: Any = None, gpu: bool = Tr
         negative, or the threshold is NaN.
     :raises TypeError: ``field`` is not numeric, or ``size`` or ``threshold`` is not a number.
     """
-    return _dask.local_maxima(field, size, threshold=threshold, gpu=gpu, backend=backend)
+    return _blocks.local_maxima(field, size, threshold=threshold, gpu=gpu, backend=backend)
 
 
 # ---- the decode chain's filters ------------------------------------------------------------------
@@ -181,7 +195,7 @@ def minimum_filter(field: Any, size: Any, *, mode: str = "nearest", gpu: bool = 
     :raises ValueError: as :func:`maximum_filter`.
     :raises TypeError: as :func:`maximum_filter`.
     """
-    return _dask_filters.extreme("minimum_filter", field, size, mode=mode, gpu=gpu, backend=backend)
+    return _filters.extreme("minimum_filter", field, size, mode=mode, gpu=gpu, backend=backend)
 
 
 def gaussian_filter(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = "reflect", gpu: bool = True,
@@ -205,7 +219,7 @@ def gaussian_filter(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str = 
     :raises ValueError: as :func:`spacr_accel_core.ops.gaussian_filter`, or unknown chunk sizes.
     :raises TypeError: as :func:`spacr_accel_core.ops.gaussian_filter`.
     """
-    return _dask_filters.smoothing("gaussian_filter", field, sigma, truncate=truncate, mode=mode, gpu=gpu,
+    return _filters.smoothing("gaussian_filter", field, sigma, truncate=truncate, mode=mode, gpu=gpu,
                                    backend=backend)
 
 
@@ -225,7 +239,7 @@ def gaussian_laplace(field: Any, sigma: Any, *, truncate: Any = 4.0, mode: str =
     :raises ValueError: as :func:`gaussian_filter`.
     :raises TypeError: as :func:`gaussian_filter`.
     """
-    return _dask_filters.smoothing("gaussian_laplace", field, sigma, truncate=truncate, mode=mode, gpu=gpu,
+    return _filters.smoothing("gaussian_laplace", field, sigma, truncate=truncate, mode=mode, gpu=gpu,
                                    backend=backend)
 
 
@@ -250,9 +264,9 @@ def window_maxima(stack: Any, points: Any, size: Any, *, gpu: bool = True, backe
     :raises ValueError: as ``ops.window_maxima``, or unknown chunk sizes.
     :raises TypeError: as ``ops.window_maxima``.
     """
-    from . import _dask_decode
+    from . import _decode
 
-    return _dask_decode.window_maxima(stack, points, size, gpu=gpu, backend=backend)
+    return _decode.window_maxima(stack, points, size, gpu=gpu, backend=backend)
 
 
 def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), tolerance: Any = None,
@@ -275,9 +289,9 @@ def phase_correlate(first: Any, second: Any, *, expected: Any = (0, 0), toleranc
     :raises ValueError: as ``ops.phase_correlate`` (finite pixels are checked in the blocks).
     :raises TypeError: as ``ops.phase_correlate``.
     """
-    from . import _dask_decode
+    from . import _decode
 
-    return _dask_decode.phase_correlate(first, second, expected=expected, tolerance=tolerance,
+    return _decode.phase_correlate(first, second, expected=expected, tolerance=tolerance,
                                         min_peak_ratio=min_peak_ratio, gpu=gpu, backend=backend)
 
 
@@ -298,9 +312,9 @@ def translate(stack: Any, shifts: Any, *, gpu: bool = True, backend: str | None 
     :raises ValueError: as ``ops.translate``, or unknown chunk sizes.
     :raises TypeError: as ``ops.translate``.
     """
-    from . import _dask_planes
+    from . import _planes
 
-    return _dask_planes.translate(stack, shifts, gpu=gpu, backend=backend)
+    return _planes.translate(stack, shifts, gpu=gpu, backend=backend)
 
 
 def spot_score(stack: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
@@ -315,9 +329,9 @@ def spot_score(stack: Any, *, gpu: bool = True, backend: str | None = None) -> d
     :raises ValueError: not four-dimensional, or unknown chunk sizes.
     :raises TypeError: not real numbers.
     """
-    from . import _dask_planes
+    from . import _planes
 
-    return _dask_planes.spot_score(stack, gpu=gpu, backend=backend)
+    return _planes.spot_score(stack, gpu=gpu, backend=backend)
 
 
 def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 10.0, tie: Any = 1.0,
@@ -337,9 +351,9 @@ def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 
     :raises ValueError: as ``ops.attribute_reads``, or unknown chunk sizes.
     :raises TypeError: as ``ops.attribute_reads``.
     """
-    from . import _dask_points
+    from . import _points
 
-    return _dask_points.attribute_reads(peaks, centroids, areas, footprint=footprint, tie=tie, gpu=gpu,
+    return _points.attribute_reads(peaks, centroids, areas, footprint=footprint, tie=tie, gpu=gpu,
                                         backend=backend)
 
 
@@ -357,9 +371,9 @@ def count_within(moved: Any, target: Any, radius: Any, *, gpu: bool = True, back
     :raises ValueError: as ``ops.count_within``, or unknown chunk sizes.
     :raises TypeError: as ``ops.count_within``.
     """
-    from . import _dask_points
+    from . import _points
 
-    return _dask_points.count_within(moved, target, radius, gpu=gpu, backend=backend)
+    return _points.count_within(moved, target, radius, gpu=gpu, backend=backend)
 
 
 def percentiles(stack: Any, q: Any, *, gpu: bool = True, backend: str | None = None) -> da.Array:
@@ -379,9 +393,9 @@ def percentiles(stack: Any, q: Any, *, gpu: bool = True, backend: str | None = N
     :raises ValueError: as ``ops.percentiles``, or unknown chunk sizes.
     :raises TypeError: as ``ops.percentiles``.
     """
-    from . import _dask_levels
+    from . import _levels
 
-    return _dask_levels.percentiles(stack, q, gpu=gpu, backend=backend)
+    return _levels.percentiles(stack, q, gpu=gpu, backend=backend)
 
 
 def rescale_fields(stack: Any, scale: Any, low: Any, high: Any, *, gpu: bool = True,
@@ -399,6 +413,6 @@ def rescale_fields(stack: Any, scale: Any, low: Any, high: Any, *, gpu: bool = T
     :raises ValueError: as ``ops.rescale_fields``, or unknown chunk sizes.
     :raises TypeError: as ``ops.rescale_fields``.
     """
-    from . import _dask_levels
+    from . import _levels
 
-    return _dask_levels.rescale_fields(stack, scale, low, high, gpu=gpu, backend=backend)
+    return _levels.rescale_fields(stack, scale, low, high, gpu=gpu, backend=backend)

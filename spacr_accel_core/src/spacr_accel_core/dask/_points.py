@@ -17,9 +17,9 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from . import ops
-from ._dask import _dask, _known, _record, _sole_chunk
-from .operations import _checks
+from .. import ops
+from ..operations import _checks
+from ._blocks import _dask, _known, _record, _sole_chunk
 
 
 def _attribute_block(block: np.ndarray, centroids: np.ndarray, areas: np.ndarray, footprint: float, tie: float,

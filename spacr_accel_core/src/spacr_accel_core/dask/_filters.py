@@ -17,9 +17,9 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from . import ops
-from ._dask import _F32, _dask, _known, _record
-from .operations import _checks
+from .. import ops
+from ..operations import _checks
+from ._blocks import _F32, _dask, _known, _record
 
 _TASKS = {"gaussian_filter": "spacr_accel-gaussian_filter", "gaussian_laplace": "spacr_accel-gaussian_laplace",
           "minimum_filter": "spacr_accel-minimum_filter", "maximum_filter": "spacr_accel-maximum_filter"}

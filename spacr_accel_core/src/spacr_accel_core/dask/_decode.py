@@ -18,10 +18,10 @@ import dask.array as da
 import numpy as np
 from dask.delayed import delayed
 
-from . import ops
-from ._dask import _dask, _field_of, _known, _record, _sole_chunk
-from .contract._registration import Registration
-from .operations import _checks
+from .. import ops
+from ..contract._registration import Registration
+from ..operations import _checks
+from ._blocks import _dask, _field_of, _known, _record, _sole_chunk
 
 _F32, _I64 = _checks._F32, _checks._I64
 _RECORD = np.dtype([("dy", _I64), ("dx", _I64), ("peak_ratio", np.float64), ("accepted", np.bool_)])

@@ -19,10 +19,10 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from . import ops
-from ._dask import _dask, _known, _record, _sole_chunk
-from .operations import _checks
-from .operations._planes import score_shape, translation_shifts
+from .. import ops
+from ..operations import _checks
+from ..operations._planes import score_shape, translation_shifts
+from ._blocks import _dask, _known, _record, _sole_chunk
 
 _F32 = _checks._F32
 
