@@ -25,8 +25,16 @@ def _holder(folder) -> int | None:
 def test_ctrl_c_on_warm_prints_one_line_and_exits_130(sandbox) -> None:
     env = {**sandbox.env, "SPACR_ACCEL_NUMBA_COMPILE": "detached", "SPACR_ACCEL_NUMBA_KERNELS": "filter:float32"}
     folder = sandbox.root / _compiler._subpath(_compiler._PACKAGE)
-    command = subprocess.Popen([sys.executable, "-m", "spacr_accel_core", "warm", "--timeout", "200"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # Ctrl-C at a terminal reaches a command whose SIGINT is the default; a test run started in the
+    # background (a shell without job control ignores SIGINT there, and a child inherits an ignored
+    # signal) would otherwise start the command deaf to it. Python's own handler becomes the default
+    # in the child.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        command = subprocess.Popen([sys.executable, "-m", "spacr_accel_core", "warm", "--timeout", "200"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     try:
         assert command.stderr is not None
         first = command.stderr.readline()  # the bar's first line: it is waiting now
