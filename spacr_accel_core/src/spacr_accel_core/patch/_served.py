@@ -114,29 +114,24 @@ def _quietly_or_raise() -> np.errstate:
                        invalid=strict(modes["invalid"]))
 
 
-def _as_float32(value: Any, what: str) -> np.ndarray:
-    """``np.asarray(value, dtype=np.float32)`` as spaCR reads it, or a pass-through where that reading
+def _read_as(value: Any, dtype: type[np.floating[Any]] | type[np.integer[Any]], what: str) -> np.ndarray:
+    """``np.asarray(value, dtype=dtype)`` as spaCR reads it, or a pass-through where that reading
     would warn or raise: the reading is left to spaCR's own call then, so its warning (an overflow in
-    the cast, a complex part dropped) is given once, by spaCR, as it would be unpatched."""
-    if type(value) is np.ndarray and value.dtype.kind not in "biuf":
-        raise PassThrough(f"a {what} of dtype {value.dtype} (NumPy's cast of it is spaCR's own)")
-    try:
-        with _quietly_or_raise():
-            return np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError, OverflowError, FloatingPointError):
-        raise PassThrough(f"a {what} whose float32 reading warns or fails (spaCR's own cast)") from None
+    the cast, a NaN or an infinity cast to an integer, a complex part dropped) is given once, by
+    spaCR, as it would be unpatched.
 
-
-def _as_int64(value: Any, what: str) -> np.ndarray:
-    """``np.asarray(value, dtype=np.int64)`` as spaCR reads it, or a pass-through where it would warn
-    (a NaN or an infinity cast to an integer) or raise."""
+    :param value: the argument as the caller gave it.
+    :param dtype: the type spaCR reads it as (``np.float32`` or ``np.int64``).
+    :param what: the argument, as the pass-through's reason names it (``"a field"``, ``"peaks"``).
+    """
+    name = np.dtype(dtype).name
     if type(value) is np.ndarray and value.dtype.kind not in "biuf":
         raise PassThrough(f"{what} of dtype {value.dtype} (NumPy's cast of it is spaCR's own)")
     try:
         with _quietly_or_raise():
-            return np.asarray(value, dtype=np.int64)
+            return np.asarray(value, dtype=dtype)
     except (TypeError, ValueError, OverflowError, FloatingPointError):
-        raise PassThrough(f"{what} whose int64 reading warns or fails (spaCR's own cast)") from None
+        raise PassThrough(f"{what} whose {name} reading warns or fails (spaCR's own cast)") from None
 
 
 def _odd_window(size: Any, name: str = "size") -> int:
@@ -182,7 +177,7 @@ def maximum_filter(field: Any, size: Any, *, gpu: Any = True, backend: Any = Non
     _none(backend=backend)
     if not _spacrs_own(accel, "accelerated_backends"):  # spaCR's own always offers numpy's answer
         _spacrs_order(accel, "accelerated_backends", gpu)
-    data = _as_float32(field, "field")
+    data = _read_as(field, np.float32, "a field")
     if data.ndim != 2 or data.size == 0:
         raise PassThrough("not a non-empty 2-D field")
     try:
@@ -202,13 +197,13 @@ def extract_bases(stack: Any, peaks: Any, *, window: Any = 1,
     (edge pixels repeated add no new value). Rows holding a zero or a NaN are recomputed by spaCR's
     own function: its ``max`` keeps the sign of the zero (or the NaN) it met first, the registry
     returns ``+0.0``."""
-    array = _as_float32(stack, "stack")
+    array = _read_as(stack, np.float32, "a stack")
     if array.ndim != 4:
         raise PassThrough("a stack that is not (cycles, channels, Y, X)")
     half = operator.index(window)
     if half < 0:
         raise PassThrough(f"window={half}")
-    coords = _as_int64(peaks, "peaks").reshape(-1, 2)
+    coords = _read_as(peaks, np.int64, "peaks").reshape(-1, 2)
     height, width = array.shape[-2:]
     if coords.shape[0] == 0 or array.size == 0:
         raise PassThrough("no peaks or an empty stack")
@@ -310,8 +305,8 @@ def nearest_neighbours(source: Any, target: Any, *, gpu: Any = True, backend: An
     _none(backend=backend)
     if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1:
         raise PassThrough(f"chunk={chunk!r}")
-    src = _as_float32(source, "source")
-    dst = _as_float32(target, "target")
+    src = _read_as(source, np.float32, "a source")
+    dst = _read_as(target, np.float32, "a target")
     if src.ndim != 2 or dst.ndim != 2 or src.shape[1] != dst.shape[1] or not 0 < src.shape[1] <= 32:
         raise PassThrough("point sets spaCR refuses, or wider than 32")
     if src.shape[1] >= _PAIRWISE and not (src.flags.c_contiguous and dst.flags.c_contiguous):
