@@ -20,7 +20,7 @@ import numpy as np
 from .. import ops
 from ._errstate import underflow_ignored
 from ._floor import above_floor
-from ._outcome import PassThrough, served_by
+from ._outcome import PassThrough, finite_extent, served_by
 from ._served_align import align_field as _align_field
 from ._served_levels import clipped as _clipped
 from ._served_levels import sbs_mean_target as _sbs_mean_target
@@ -59,11 +59,6 @@ def _without_nan_or_negative_zero(data: np.ndarray) -> None:
         raise PassThrough("a NaN in the field (SciPy's answer depends on where it falls)")
     if lowest <= 0 and np.signbit(data[data == 0]).any():
         raise PassThrough("a -0.0 in the field (SciPy keeps the zero it met first)")
-
-
-def _finite(data: np.ndarray) -> None:
-    if not (math.isfinite(data.min()) and math.isfinite(data.max())):
-        raise PassThrough("a NaN or infinity in the field")
 
 
 def _mode(mode: Any) -> str:
@@ -245,7 +240,7 @@ def gaussian_laplace(input: Any, sigma: Any, output: Any = None, mode: Any = "re
     chosen = _mode(mode)
     _cval(cval)
     width = _kernel_number(sigma, "sigma")
-    _finite(data)
+    finite_extent(data, "the field")
     with above_floor("gaussian_laplace"):  # the floor is SciPy's speed: only a faster backend serves
         return ops.gaussian_laplace(data, width, mode=chosen), served_by()
 
@@ -260,7 +255,7 @@ def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None, 
     chosen = _mode(mode)
     _cval(cval)
     width, reach = _kernel_number(sigma, "sigma"), _kernel_number(truncate, "truncate")
-    _finite(data)
+    finite_extent(data, "the field")
     with above_floor("gaussian_filter"):  # the floor is SciPy's speed: only a faster backend serves
         smoothed = ops.gaussian_filter(data, width, truncate=reach, mode=chosen)
         return smoothed, served_by()

@@ -38,7 +38,7 @@ from ..tiling import cpu_threads, run_parts
 from ._errstate import underflow_ignored
 from ._floor import above_floor
 from ._layout import common_order, field_order, in_order
-from ._outcome import PassThrough, served_by
+from ._outcome import PassThrough, finite_extent, served_by
 from ._surface import _bands
 
 __all__ = ["clipped", "sbs_mean_target"]
@@ -66,10 +66,7 @@ def _largest(field: np.ndarray, what: str) -> float:
     """The largest absolute value of a float32 field, which must be finite: a NaN's bits in spaCR's
     answer are those of the NaN its partition or maximum happened to keep, and an infinity meets
     another in its interpolation (``inf - inf``, with NumPy's warning)."""
-    lowest, highest = float(field.min()), float(field.max())
-    if not (math.isfinite(lowest) and math.isfinite(highest)):
-        raise PassThrough(f"a NaN or infinity in the {what} (spaCR's NumPy decides its bits and warnings)")
-    return max(-lowest, highest)
+    return finite_extent(field, f"the {what}", why="spaCR's NumPy decides its bits and warnings")
 
 
 _WITHIN = 1e38

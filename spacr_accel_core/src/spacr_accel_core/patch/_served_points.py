@@ -50,7 +50,7 @@ import numpy as np
 from .. import ops
 from ..tiling import cpu_threads, run_parts
 from ._errstate import underflow_ignored
-from ._outcome import PassThrough, served_by
+from ._outcome import PassThrough, finite_extent, served_by
 from ._pair_trials import annulus_members, generator_draws, replay_draws, replay_is_numpys, replayable
 
 __all__ = ["attribute_reads", "seed_by_scaled_pairs"]
@@ -95,12 +95,7 @@ def _rows(value: Any, name: str, largest: float = math.inf) -> np.ndarray:
     array = _float64(value, name)
     if array.ndim != 2 or array.shape[1] != 2:
         raise PassThrough(f"{name} that is not (N, 2) rows")
-    if array.size:
-        lowest, highest = float(array.min()), float(array.max())
-        if not (math.isfinite(lowest) and math.isfinite(highest)):
-            raise PassThrough(f"a NaN or infinity in {name}")
-        if max(-lowest, highest) > largest:
-            raise PassThrough(f"a coordinate of {name} beyond {largest:g} (spaCR's arithmetic may overflow)")
+    finite_extent(array, name, largest)
     return array
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..kit._triangles import batches_match_single_calls, pooled_transform, triangle_shapes, triangle_votes
 from ._errstate import underflow_ignored
-from ._outcome import PassThrough
+from ._outcome import PassThrough, finite_extent
 
 __all__ = ["LARGEST", "align_by_triangles"]
 
@@ -68,12 +68,7 @@ def _points(value: Any, name: str) -> np.ndarray:
     if given.ndim != 2 or given.shape[1] != 2:
         raise PassThrough(f"{name} that is not (N, 2) rows")
     points = np.asarray(given, dtype=np.float64)
-    if points.size:
-        lowest, highest = float(points.min()), float(points.max())
-        if not (math.isfinite(lowest) and math.isfinite(highest)):
-            raise PassThrough(f"a NaN or infinity in {name}")
-        if max(-lowest, highest) > LARGEST:
-            raise PassThrough(f"a coordinate of {name} beyond {LARGEST:g} (spaCR's arithmetic may overflow)")
+    finite_extent(points, name, LARGEST)
     return points
 
 
