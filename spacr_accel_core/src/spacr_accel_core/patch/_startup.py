@@ -11,8 +11,6 @@ and the hook calls :func:`start` when spaCR is first reached.
 
 from __future__ import annotations
 
-import os
-import warnings
 from typing import Any
 
 from _spacr_accel_hook import VARIABLE, modes_from
@@ -20,21 +18,12 @@ from _spacr_accel_hook import VARIABLE, modes_from
 __all__ = ["VARIABLE", "modes_from", "start"]
 
 
-def start(modes: dict[str, Any] | None = None) -> None:
-    """Install the patch with the variable's modes. Never raises: a broken patch must not stop the
-    import that asked for it (nor, from an older ``.pth`` line, Python's start).
+def start(modes: dict[str, Any]) -> None:
+    """Install the patch with the variable's modes (the hook turns a failure into one warning, so a
+    broken patch never stops the import that asked for it).
 
-    :param modes: the :func:`spacr_accel_core.patch.install` keywords, as :func:`modes_from` reads
-        them; None reads the variable now (and does nothing when it is unset).
+    :param modes: the :func:`spacr_accel_core.patch.install` keywords, as :func:`modes_from` reads them.
     """
-    if modes is None:
-        modes = modes_from(os.environ.get(VARIABLE, ""))
-        if modes is None:
-            return
-    try:
-        from . import install
+    from . import install
 
-        install(**modes)
-    except Exception as error:  # a broken patch must not stop the import that asked for it
-        warnings.warn(f"{VARIABLE}: the patch could not be installed ({type(error).__name__}: {error})",
-                      RuntimeWarning, stacklevel=2)
+    install(**modes)
