@@ -119,9 +119,12 @@ def _read_as(value: Any, dtype: type[np.floating[Any]] | type[np.integer[Any]], 
     :param dtype: the type spaCR reads it as (``np.float32`` or ``np.int64``).
     :param what: the argument, as the pass-through's reason names it (``"a field"``, ``"peaks"``).
     """
+    if type(value) is np.ndarray:
+        if value.dtype == dtype or value.dtype.kind in "biu":  # a cast that sets no floating-point flag:
+            return np.asarray(value, dtype=dtype)  # no error state to read (a served call's hot path)
+        if value.dtype.kind != "f":
+            raise PassThrough(f"{what} of dtype {value.dtype} (NumPy's cast of it is spaCR's own)")
     name = np.dtype(dtype).name
-    if type(value) is np.ndarray and value.dtype.kind not in "biuf":
-        raise PassThrough(f"{what} of dtype {value.dtype} (NumPy's cast of it is spaCR's own)")
     try:
         with _quietly_or_raise():
             return np.asarray(value, dtype=dtype)
