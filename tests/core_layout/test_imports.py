@@ -159,12 +159,10 @@ def test_no_import_is_placed_late(module: str) -> None:
     assert not _late(MODULES[module][0]), f"{module}: imports after code at {_late(MODULES[module][0])}"
 
 
-PLACED = {"spacr_accel_core.__main__": "commands",
-          "spacr_accel_core.exact": "kit", "spacr_accel_core.tiling": "kit", "spacr_accel_core.reference": "kit"}
+PLACED = {"spacr_accel_core.__main__": "commands", "spacr_accel_core.reference": "kit"}
 """Top-level modules that belong to a folder's layer: ``python -m spacr_accel_core`` (the command's
-other entry point), and three public modules of the kit's layer (documented
-paths, importing only the contract): ``exact``, ``tiling`` and ``reference`` (which the operation
-table names)."""
+other entry point), and ``reference``, a public module of the kit's layer (a documented path,
+importing only the contract) which the operation table names."""
 
 
 def _folder(module: str) -> str:

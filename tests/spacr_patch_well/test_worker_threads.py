@@ -10,7 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from spacr_accel_core import tiling
+from spacr_accel_core.kit import _tiling as tiling  # its private state, which the test sets
 from spacr_accel_core.tiling import cpu_threads, pool_width
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads the pool from /proc (Linux)")

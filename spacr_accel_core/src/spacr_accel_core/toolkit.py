@@ -9,13 +9,13 @@ third party's.
 - Tiling: :func:`pass_budget`, :func:`tiled`, :func:`run_parts`, :func:`cpu_threads`,
   :data:`HOST_PASS_BYTES`: how much one pass may hold, retried smaller on out-of-memory, and one
   CPU thread pool shared by the CPU backends.
-- Exact arithmetic (from :mod:`spacr_accel_core.exact`): :func:`exact_squared`, :func:`distances`,
+- Exact arithmetic (also in :mod:`spacr_accel_core.exact`): :func:`exact_squared`, :func:`distances`,
   :func:`pick_lowest`, :func:`pick_lowest_dense`, :func:`distinct_rows`, :func:`expansion_plan`,
   :func:`integer_matmul`, :data:`EXACT_IN_FLOAT32` (the distance every backend's verdict uses).
 - The exact k nearest (the floor's, shared): :func:`k_nearest`, :func:`exact_search` (a KD-tree
   nominates, exact distances decide; needs SciPy), :func:`search_distinct`, :func:`padded_bound`,
   :func:`finish`, :func:`first_k`.
-- The Gaussian passes (from :mod:`spacr_accel_core.separable`): :class:`Pass`,
+- The Gaussian passes (also in :mod:`spacr_accel_core.separable`): :class:`Pass`,
   :func:`gaussian_passes`, :func:`laplace_terms`, :func:`source_index`.
 - The device: :class:`Accelerator`, :func:`resolve`, :func:`host_devices`, :func:`memory`, :data:`ENV_DEVICE`,
   :func:`device_request` and :func:`parse_device` (what ``SPACR_DEVICE`` asks for, read one way).
@@ -57,7 +57,7 @@ from .devices._memory import memory
 from .devices._probers import DeviceRequest, device_request, parse_device
 from .dispatch._bounded import call_bounded
 from .dispatch._settings import ENV_DEVICE, setting_value
-from .exact import (
+from .kit._exact import (
     EXACT_IN_FLOAT32,
     ExpansionPlan,
     distances,
@@ -71,11 +71,11 @@ from .exact import (
 from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
 from .kit._points import Neighbourhoods, attribute_by_tree, decide_attribution, neighbourhoods, padded_reach
 from .kit._precision import PrecisionWindow
+from .kit._separable import Pass, gaussian_passes, laplace_terms, source_index
 from .kit._spectra import correlate_by_reference, real_spectrum, real_surface, reference_runs
+from .kit._tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
 from .kit._translate import call_translated
 from .operations._checks import threshold_below
-from .separable import Pass, gaussian_passes, laplace_terms, source_index
-from .tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
 
 __all__ = [
     "ENV_DEVICE",

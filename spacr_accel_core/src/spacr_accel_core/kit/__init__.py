@@ -1,8 +1,14 @@
 """The backend author's kit: the machinery a backend builds on, public through
-:mod:`spacr_accel_core.toolkit` (the one door) beside the kit's two public modules,
-:mod:`spacr_accel_core.exact` and :mod:`spacr_accel_core.tiling`, which stand at this layer (with
-:mod:`spacr_accel_core.reference`, the plain definitions).
+:mod:`spacr_accel_core.toolkit` (the one door) and, for three of its modules, through the faces
+:mod:`spacr_accel_core.exact`, :mod:`spacr_accel_core.tiling` and :mod:`spacr_accel_core.separable`
+(which hold no code); :mod:`spacr_accel_core.reference`, the plain definitions, stands at this layer.
 
+- ``_exact``: the exact arithmetic every backend shares: the float64 squared distance, the tie
+  rule, the float32 expansion plan, duplicate rows, exact integer products.
+- ``_tiling``: how a backend sizes its passes, halves a tile that runs out of memory, and shares
+  the CPUs (one thread pool, a process pool's worker taking its share).
+- ``_separable``: the Gaussian passes every backend runs (SciPy's float64 weights and summing
+  order, the boundary continued by the mode), and the sigma rules the input checks share.
 - ``_precision``: the reference-counted window in which matrix products are IEEE float32.
 - ``_knearest``: the exact k nearest within a distance (the floor's, shared with compiled backends).
 - ``_spectra``: registration's float64 transforms, one axis at a time (SciPy's, imported on use).
@@ -12,5 +18,5 @@
 - ``_triangles``: triangle matching on stacks with the per-item calls' bits, and its probe.
 - ``_peaks``: ``peak_local_max``'s border, order and spacing from the registry's local maxima.
 
-May import: the contract, and ``exact`` and ``tiling``. Never the registry, the devices or a face.
+May import: the contract and its own folder. Never the operation table, the registry, the devices or a face.
 """

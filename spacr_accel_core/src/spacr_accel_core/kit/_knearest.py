@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..exact import distances, distinct_rows, exact_squared
-from ..tiling import cpu_threads
+from ._exact import distances, distinct_rows, exact_squared
+from ._tiling import cpu_threads
 
 _log = logging.getLogger(__name__)
 

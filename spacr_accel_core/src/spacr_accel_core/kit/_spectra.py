@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..tiling import cpu_threads, run_parts
+from ._tiling import cpu_threads, run_parts
 
 
 def real_spectrum(field: np.ndarray, workers: int) -> np.ndarray:

@@ -14,6 +14,11 @@ import numpy as np
 from ..contract._declaration import NARROW_FIELDS
 from ..contract._errors import describe
 
+# The sigma rules live with the passes they decide; named here too, for the checks' readers (the
+# ``as`` marks them re-exported, which mypy's strict mode asks of a module without ``__all__``).
+from ..kit._separable import SIGMA_SKIPPED as SIGMA_SKIPPED  # noqa: PLC0414
+from ..kit._separable import gaussian_radius as gaussian_radius  # noqa: PLC0414
+
 _NUMERIC_KINDS = frozenset("biuf")
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
@@ -334,9 +339,6 @@ FILTER_MODES = ("reflect", "nearest")
 """The boundary modes the filters take, by SciPy's names: ``"reflect"`` mirrors the field about its
 edge, the edge pixel repeated (``d c b a | a b c d | d c b a``); ``"nearest"`` repeats the edge pixel."""
 
-SIGMA_SKIPPED = 1e-15
-"""SciPy filters no axis whose sigma is at most this (it copies that axis): so does every backend."""
-
 
 def filter_mode(mode: Any) -> str:
     """``mode`` checked: one of :data:`FILTER_MODES`."""
@@ -379,12 +381,6 @@ def truncate_value(truncate: Any) -> float:
     if number < 0.0:
         raise ValueError(f"truncate must not be negative, got {truncate!r}")
     return number
-
-
-def gaussian_radius(sigma: float, truncate: float) -> int:
-    """The kernel's half-width in pixels, as SciPy computes it: ``int(truncate * sigma + 0.5)``
-    (0 for an axis that is not smoothed)."""
-    return 0 if sigma <= SIGMA_SKIPPED else int(truncate * sigma + 0.5)
 
 
 KERNEL_RADIUS_LIMIT = (sys.maxsize // 8 - 1) // 2

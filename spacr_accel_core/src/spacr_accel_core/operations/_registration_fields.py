@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract._registration import repeats_read_once
-from ..tiling import cpu_threads, run_parts
+from ..kit._tiling import cpu_threads, run_parts
 
 _IN_RANGE = 2.0 ** 256
 """A field whose largest magnitude lies within ``[2**-256, 2**256]`` is transformed as it is: its

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..tiling import cpu_threads, run_parts
+from ..kit._tiling import cpu_threads, run_parts
 from ._errstate import underflow_ignored
 from ._outcome import PassThrough, finite_extent, served_by
 from ._pair_trials import annulus_members, generator_draws, replay_draws, replay_is_numpys, replayable

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tiling import cpu_threads, run_parts
+from ..kit._tiling import cpu_threads, run_parts
 from ._outcome import PassThrough
 
 __all__ = ["in_place", "in_place_of", "serving", "spacr_surface", "spacr_would_raise"]
