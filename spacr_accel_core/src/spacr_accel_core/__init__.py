@@ -7,11 +7,12 @@ when one raises :class:`RuntimeError`. See :mod:`spacr_accel_core.ops` for the o
 :mod:`spacr_accel_core.accelerator` for what this machine is.
 
 THE LAYOUT. The top-level modules are the public faces (``ops``, ``accelerator``, ``config``,
-``dask``, ``toolkit``, ``testing``, ``reference``, ``exact``, ``tiling``);
-the folders hold the parts, each importing only the folders below it: ``contract`` (what a plugin
-is and is told), then ``kit`` and ``operations`` (the backend author's machinery; the operation
-table), then ``dispatch`` (settings, discovery, ranking, the registry), then ``devices`` (what this
-machine is), then the faces, then ``commands`` and ``testing``. ``tests/core_layout`` checks it.
+``dask``, ``toolkit``, ``testing``, ``reference``, and ``exact``, ``tiling``, ``separable``: the
+kit's arithmetic, passes and tiling, named for backend authors); the folders hold the parts,
+each importing only the folders below it: ``contract`` (what a plugin is and is told), then
+``kit`` and ``operations`` (the backend author's machinery; the operation table), then
+``dispatch`` (settings, discovery, ranking, the registry), then ``devices`` (what this machine
+is), then the faces, then ``commands`` and ``testing``. ``tests/core_layout`` checks it.
 """
 
 from __future__ import annotations

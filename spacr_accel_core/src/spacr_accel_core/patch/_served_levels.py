@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import ops
 from .._ops_levels import percentile_q
-from ..tiling import cpu_threads, run_parts
+from ..kit._tiling import cpu_threads, run_parts
 from ._errstate import underflow_ignored
 from ._floor import above_floor
 from ._layout import common_order, field_order, in_order
