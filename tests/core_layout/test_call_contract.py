@@ -31,7 +31,7 @@ def test_ops_passes_exactly_the_specifications_arguments(operation: str, monkeyp
     monkeypatch.setattr(REGISTRY, "dispatch", spy)
     example = OPERATIONS[operation].small()  # the table's own small case: nothing to add here
     getattr(ops, operation)(*example.args, **dict(example.keywords))
-    spec = tuple(inspect.signature(getattr(_hookspecs, f"spacr_accel_{operation}")).parameters)
+    spec = tuple(inspect.signature(OPERATIONS[operation].spec).parameters)
     assert seen and all(name == operation and sorted(names) == sorted(spec) for name, names in seen), seen
 
 
@@ -47,7 +47,8 @@ def test_a_misnamed_or_missing_argument_is_refused() -> None:
 def test_no_specification_carries_a_pluggy_call_option() -> None:
     options = {name: spec.spacr_accel_spec for name, spec in vars(_hookspecs).items()
                if name.startswith("spacr_accel_") and hasattr(spec, "spacr_accel_spec")}
-    assert "spacr_accel_backend_info" in options  # the control
+    options.update({row.hook: row.spec.spacr_accel_spec for row in OPERATIONS.values()})  # type: ignore[attr-defined]  # the marker's attribute
+    assert "spacr_accel_backend_info" in options and "spacr_accel_phase_correlate" in options  # the control
     flagged = {name: opts for name, opts in options.items()
                if opts.get("firstresult") or opts.get("historic") or opts.get("warn_on_impl")}
     assert not flagged, flagged

@@ -1,5 +1,6 @@
-"""An operation is its table entry, its hookspec, its ``ops`` function, its reference and the floor's
-implementation: whatever a new entry still lacks is named here, never served by a silent default.
+"""An operation is its row (declared with its hookspec beside its ``ops`` function), its reference
+and the floor's implementation: whatever a new row still lacks is named here, never served by a
+silent default.
 
 Capabilities, the bench, the conformance suite's small case, the doctor and the Dask layer read the
 entry; these checks prove each of them has what it reads.
@@ -14,9 +15,8 @@ import numpy as np
 import pytest
 
 from spacr_accel_core import last_dispatch, ops, plugins, reference
-from spacr_accel_core.contract import _hookspecs
-from spacr_accel_core.devices._tasks import _PRIMITIVES
-from spacr_accel_core.operations._operations import OPERATIONS, Operation
+from spacr_accel_core.devices._tasks import primitive_tasks
+from spacr_accel_core.operations._operations import OPERATIONS, Operation, OwnGraph, WholeFields
 from spacr_accel_core.operations._results import RATIO_RTOL, Example
 from spacr_accel_core.ops import Registration
 
@@ -27,19 +27,23 @@ def test_a_table_entry_cannot_leave_out_what_the_rest_reads() -> None:
     required = [f.name for f in dataclasses.fields(Operation) if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING]
     assert {"check", "adapt", "task", "reference", "agree", "small", "bench"} <= set(required)
+    matmul = OPERATIONS["matmul"]
     with pytest.raises(TypeError, match="small"):
-        Operation("new_operation", OPERATIONS["matmul"].check, OPERATIONS["matmul"].adapt, {}, "words",  # type: ignore[call-arg]
-                  reference=reference.matmul, agree=OPERATIONS["matmul"].agree, bench=OPERATIONS["matmul"].bench)
+        Operation("new_operation", matmul.function, matmul.spec, "products", matmul.check,  # type: ignore[call-arg]
+                  matmul.adapt, {}, "words", reference=reference.matmul, agree=matmul.agree, bench=matmul.bench)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_operation_has_its_hookspec_ops_function_and_reference(name: str) -> None:
     entry = OPERATIONS[name]
-    assert hasattr(_hookspecs, entry.hook), f"no hook specification {entry.hook} in contract/_hookspecs.py"
-    assert callable(getattr(ops, name, None)), f"no ops.{name}"
+    assert entry.spec.__name__ == entry.hook, f"{name}'s specification is named {entry.spec.__name__}"
+    assert inspect.getmodule(entry.spec) is inspect.getmodule(entry.function), f"{name}'s spec is not beside it"
+    assert getattr(ops, name, None) is entry.function, f"ops.{name} is not the declared function"
     assert name in ops.__all__, f"ops.{name} is not in ops.__all__"
-    assert inspect.getmodule(entry.reference) is reference, f"{name}'s reference is not in spacr_accel_core.reference"
-    assert (name, entry.task) in _PRIMITIVES, f"{name} has no row in the capabilities table"
+    assert entry.reference.__module__.split(".")[:2] == ["spacr_accel_core", "reference"], (
+        f"{name}'s reference is not in spacr_accel_core.reference")
+    assert getattr(reference, name) is entry.reference, f"spacr_accel_core.reference.{name} is not the row's"
+    assert (name, entry.task) in primitive_tasks(), f"{name} has no row in the capabilities table"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -86,4 +90,14 @@ def test_each_bench_input_is_one_ops_takes(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_the_dask_layer_serves_each_operation(name: str) -> None:
     sad = pytest.importorskip("spacr_accel_core.dask")
+    form = OPERATIONS[name].dask
+    assert isinstance(form, (OwnGraph, WholeFields)), f"{name}'s row declares no Dask form"
     assert callable(getattr(sad, name, None)) and name in sad.__all__, f"spacr_accel_core.dask has no {name}"
+    if isinstance(form, OwnGraph):
+        assert getattr(sad, name).__module__.startswith("spacr_accel_core.dask"), name
+
+
+def test_a_row_without_a_dask_form_says_so_on_dask() -> None:
+    sad = pytest.importorskip("spacr_accel_core.dask")
+    with pytest.raises(AttributeError, match="no attribute 'not_an_operation'"):
+        sad.not_an_operation  # noqa: B018  (the attribute read is the test)

@@ -33,6 +33,7 @@ from .contract._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hoo
 from .contract._records import BackendInfo, Dispatch, HostDevice, PluginStatus, WarmState
 from .contract._registration import Registration
 from .dispatch._registry import REGISTRY, Registry, cpu_requested, use
+from .ops import __name__ as _ops_declared  # noqa: F401  (the core's operations declared, their rows in the table)
 
 __all__ = [
     "API_VERSION",
@@ -53,10 +54,12 @@ __all__ = [
     "Registry",
     "Setting",
     "WarmState",
+    "backends_above_floor",
     "cpu_requested",
     "hookimpl",
     "hookspec",
     "last_dispatch",
+    "last_served",
     "plugins",
     "refresh",
     "register",
@@ -114,6 +117,37 @@ def _forget_accelerator() -> None:
 def last_dispatch() -> Dispatch | None:
     """Which backend served the last operation on this thread, and why the ones above declined."""
     return REGISTRY.last_dispatch()
+
+
+def last_served() -> tuple[str | None, tuple[str, ...]]:
+    """Which backend served the last operation on this thread, and which faster ones were still
+    building then: :func:`last_dispatch`'s ``backend`` and ``waiting`` without building its record
+    (which costs about ten microseconds), for a caller that asks after every call. spaCR's patch
+    counts each served call under its backend this way.
+
+    :returns: ``(backend, waiting)``: ``backend`` is ``"core"`` for an answer the core gave itself
+        and ``None`` before any operation on this thread; ``waiting`` is empty unless a faster
+        backend was still building what the call needed.
+    """
+    return REGISTRY.last_backend(), REGISTRY.last_waiting()
+
+
+def backends_above_floor(operation: str, gpu: bool = True) -> tuple[str, ...]:
+    """The backends above the floor that can serve ``operation`` here, best first, under the order
+    in force (an enclosing :func:`use` or ``config.override``, then the environment).
+
+    For a caller with a way of its own that is as fast as the floor: it wants an answer only from
+    a faster backend, and otherwise keeps its own (spaCR's patch leaves such calls to spaCR). Each
+    candidate that has not yet said whether it can run here is asked, as
+    :func:`spacr_accel_core.ops.accelerated_backends` asks.
+
+    :param operation: an operation's name, e.g. ``"gaussian_filter"``.
+    :param gpu: ``False`` leaves out the accelerated backends without asking them anything.
+    :returns: the names, the floor (the plugin declaring ``try_last``) left out; empty where only
+        the floor serves ``operation``.
+    """
+    floor = REGISTRY.floor()
+    return tuple(name for name in REGISTRY.backend_names(gpu=gpu, operation=operation) if name != floor)
 
 
 def warm_up(*backends: str, timeout: float = 120.0) -> dict[str, bool]:

@@ -65,7 +65,7 @@ from .devices._probers import (
     device_request,
     parse_device,
 )
-from .devices._tasks import _PRIMITIVES, SPACR_TASKS, _backdrop_row, _cuml_row, _model_rows, _primitive_rows
+from .devices._tasks import SPACR_TASKS, _backdrop_row, _cuml_row, _model_rows, _primitive_rows, primitive_tasks
 from .dispatch._bounded import bounded as _bounded
 from .dispatch._bounded import call_bounded
 from .dispatch._bounded import discovering as _discovering
@@ -167,7 +167,7 @@ def capabilities(found: Accelerator | None = None) -> tuple[tuple[str, bool, str
     rows.append(_cuml_row(found))
     ranked = _discovering(_primitive_rows, _probe_timeout(), "backend ranking")
     if ranked.timed_out:  # the registry queues behind a discovery that has not finished
-        rows += [(task, False, f"unknown: {_discovery_note(ranked)}") for _, task in _PRIMITIVES]
+        rows += [(task, False, f"unknown: {_discovery_note(ranked)}") for _, task in primitive_tasks()]
     elif ranked.error is not None:  # the registry is guarded itself; this keeps the promise regardless
         logger.warning("could not rank the backends for the capabilities: %s", _describe(ranked.error))
     else:

@@ -24,6 +24,9 @@ first two are imported only when their operation is asked for:
 - ``_points``: ``attribute_reads`` and ``count_within``.
 - ``_planes``: ``translate`` and ``spot_score``.
 - ``_levels``: ``percentiles`` and ``rescale_fields``.
+- ``_rows``: the graph of any operation whose row declares ``dask=WholeFields()`` (a field at a
+  time, the answer of the stack's shape), built from the row alone: such an operation, the core's
+  or a third party's, is ``spacr_accel_core.dask.<name>`` with no Dask code of its own.
 
 The package imports the faces (``ops``) and the folders below them; nothing in the core imports it.
 """
@@ -416,3 +419,17 @@ def rescale_fields(stack: Any, scale: Any, low: Any, high: Any, *, gpu: bool = T
     from . import _levels
 
     return _levels.rescale_fields(stack, scale, low, high, gpu=gpu, backend=backend)
+
+
+def __getattr__(name: str) -> Any:
+    """An operation declared with ``dask=WholeFields()`` and no graph of its own here (a third
+    party's, or one added later): its graph from its row (:mod:`._rows`)."""
+    from ..operations._operations import OPERATIONS, WholeFields
+
+    row = OPERATIONS.get(name)
+    if row is None or not isinstance(row.dask, WholeFields):
+        hint = "" if row is None else (" (its row declares no Dask form)" if row.dask is None else "")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}{hint}")
+    from ._rows import whole_fields
+
+    return whole_fields(row)

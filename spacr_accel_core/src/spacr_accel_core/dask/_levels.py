@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 
 from .. import ops
-from .._ops_levels import percentile_q
+from ..kit._quantiles import percentile_q
 from ..operations import _checks
 from ._blocks import _dask, _known, _record, _sole_chunk
 

@@ -14,8 +14,11 @@ from ..contract._records import Accelerator
 from ..dispatch._registry import REGISTRY
 from ..operations._operations import OPERATIONS
 
-_PRIMITIVES: Final = tuple((operation.name, operation.task) for operation in OPERATIONS.values())
-"""One capabilities row per operation in the table, in its words."""
+
+def primitive_tasks() -> tuple[tuple[str, str], ...]:
+    """One capabilities row per operation in the table, in its words: read at each call, so an
+    operation declared after this module was imported has its row too."""
+    return tuple((operation.name, operation.task) for operation in tuple(OPERATIONS.values()))
 
 
 def _device_words(found: Accelerator) -> str:
@@ -56,7 +59,7 @@ def _primitive_rows() -> list[tuple[str, bool, str]]:
     order = REGISTRY.backend_names(True)
     by_name = {s.name: s for s in statuses}
     rows = []
-    for operation, task in _PRIMITIVES:
+    for operation, task in primitive_tasks():
         chosen = next((by_name[n] for n in order if n in by_name
                        and operation in by_name[n].operations
                        and operation not in dict(by_name[n].faults)), None)

@@ -38,7 +38,7 @@ from ..contract._errors import (
 from ..contract._errors import describe as _describe
 from ..contract._markers import PROJECT_NAME
 from ..contract._records import Dispatch, PluginStatus
-from ..operations._operations import OPERATIONS
+from ..operations._operations import OPERATIONS, hook_specifications, on_declared
 from . import _settings as config
 from ._bounded import Outcome, start
 from ._discovery import IN_PROCESS, Plugin, by_name, entry_point_plugins, judge, load
@@ -163,6 +163,12 @@ class Registry:
             self._faults.clear()
             self._warned.clear()
 
+    def forget_hooks(self) -> None:
+        """Read the plugins' hooks again at the next call: an operation was declared, and a plugin
+        may implement it. Unlike :meth:`refresh`, faults and time-outs are kept."""
+        with self._lock:
+            self._snapshot = None
+
     def register(self, plugin: object, name: str) -> None:
         """Add an in-process plugin (a module or object holding hookimpls) under ``name``.
 
@@ -182,6 +188,8 @@ class Registry:
         environment = config.environment()
         manager = pluggy.PluginManager(PROJECT_NAME)
         manager.add_hookspecs(_hookspecs)
+        if OPERATIONS:
+            manager.add_hookspecs(hook_specifications())
 
         candidates: dict[str, Plugin] = {}
         duplicates: list[Plugin] = []
@@ -599,5 +607,6 @@ if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_reset_locks_after_fork)
 
 REGISTRY = Registry()
+on_declared(REGISTRY.forget_hooks)
 """The process-wide registry every module-level function uses."""
 __all__ = ["REGISTRY", "Registry", "cpu_requested", "use"]

@@ -217,7 +217,7 @@ class BackendConformance(ScienceConformance, FilterConformance, DecodeConformanc
         assert self.backend not in ops.accelerated_backends()
         for operation in row.operations or ("nearest_neighbours",):
             args, keywords, check = _small_case(operation)
-            run = getattr(ops, operation)
+            run = OPERATIONS[operation].function
             check(run(*args, **keywords))
             dispatch = last_dispatch()
             assert dispatch is not None and dispatch.backend != self.backend, dispatch
@@ -239,7 +239,7 @@ class BackendConformance(ScienceConformance, FilterConformance, DecodeConformanc
         for operation in row.operations:
             args, keywords, check = _small_case(operation)
             try:
-                got = getattr(ops, operation)(*args, backend=self.backend, **keywords)
+                got = OPERATIONS[operation].function(*args, backend=self.backend, **keywords)
             except PluginFault:
                 raise
             except RuntimeError:

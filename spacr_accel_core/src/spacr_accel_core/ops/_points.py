@@ -1,5 +1,6 @@
 """The point operations of spaCR's read attribution and merge: who owns each read, and how many
-moved nuclei land on a target. Re-exported by :mod:`spacr_accel_core.ops`.
+moved nuclei land on a target. Each declared here once, its hook's specification beside it
+(:func:`~spacr_accel_core.operations._operations.operation`); re-exported by :mod:`spacr_accel_core.ops`.
 
 BOTH ARE SPACR'S ANSWERS EXACTLY, not approximations of them. :func:`attribute_reads` is
 ``spacr.ops_sbs.attribute_reads`` (a KD-tree ball query, ``np.hypot`` gaps, a stable sort) without
@@ -18,9 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch._registry import REGISTRY
-from .operations._checks import _I64, _numeric, _options, _read_only, _real
-from .operations._points import squared_limit
+from .. import reference
+from ..contract._markers import hookspec
+from ..dispatch._registry import REGISTRY
+from ..operations._checks import _I64, _numeric, _options, _read_only, _real
+from ..operations._operations import OwnGraph, operation
+from ..operations._points import (
+    agree_attribution,
+    agree_counts,
+    attribution_bench,
+    check_attribution,
+    check_counts,
+    counts_bench,
+    small_attribution,
+    small_counts,
+    squared_limit,
+)
 
 __all__ = ["attribute_reads", "count_within"]
 
@@ -49,6 +63,40 @@ def _not_negative(value: Any, name: str) -> float:
     return number
 
 
+@hookspec
+def spacr_accel_attribute_reads(  # type: ignore[empty-body]  # a specification has no body
+    peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float, tie: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each read given to the object whose boundary (the disc of its area) is nearest: spaCR's
+    ``attribute_reads`` exactly.
+
+    A read's candidates are the objects whose centre lies within ``reach = radius.max() +
+    footprint``, by SciPy's KD-tree ball test (``fl(dy*dy) + fl(dx*dx) <= fl(reach*reach)``, the
+    tree's own verdict where a sum lies within rounding of the bound); each candidate's gap is
+    ``np.hypot(dy, dx) - radius[j]`` in float64 (``np.hypot``'s bits: C's ``hypot``, not a square
+    root of the sum); the smallest gap wins, the lowest object index among equal gaps. No owner
+    when that gap exceeds ``footprint``; refused as ambiguous (no owner) when the second smallest
+    gap minus the smallest is below ``tie``.
+
+    :param peaks: C-contiguous finite float64 ``(N, 2)`` read positions ``(y, x)``, ``N >= 1``.
+    :param centroids: C-contiguous finite float64 ``(M, 2)`` object centres, ``M >= 1``.
+    :param radius: C-contiguous float64 ``(M,)``: ``sqrt(max(area, 0) / pi)``, computed by the core.
+    :param footprint: finite, at least 0.
+    :param tie: finite, at least 0.
+    :returns: ``(owner, ambiguous)``: int64 ``(N,)`` (an index into ``centroids`` or -1) and bool ``(N,)``.
+    """
+
+
+@operation(
+    spec=spacr_accel_attribute_reads,
+    task="Reads given to nuclei (attribute_reads)",
+    check=check_attribution,
+    agree=agree_attribution,
+    reference=reference.attribute_reads,
+    small=small_attribution,
+    bench=attribution_bench,
+    dask=OwnGraph(),
+)
 def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 10.0, tie: Any = 1.0,
                     gpu: Any = True, backend: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Give each read to the object whose boundary is nearest: ``spacr.ops_sbs.attribute_reads``.
@@ -92,6 +140,33 @@ def attribute_reads(peaks: Any, centroids: Any, areas: Any, *, footprint: Any = 
     return result
 
 
+@hookspec
+def spacr_accel_count_within(  # type: ignore[empty-body]  # a specification has no body
+    moved: np.ndarray, target: np.ndarray, limit: float
+) -> np.ndarray:
+    """How many points of each moved set land near a target: the merge's score of a candidate transform.
+
+    A point counts when ``fl(dy*dy) + fl(dx*dx) <= limit`` for some target, the sum in float64 as
+    SciPy's KD-tree takes it; ``limit`` is the largest float64 whose square root is within the
+    caller's radius, so the count is that of SciPy's ``distance <= radius``.
+
+    :param moved: C-contiguous finite float64 ``(B, N, 2)``, ``B, N >= 1``; never modify it.
+    :param target: C-contiguous finite float64 ``(M, 2)``, ``M >= 1``.
+    :param limit: the squared distance bound, at least 0 (``inf``: every point counts).
+    :returns: int64 ``(B,)``.
+    """
+
+
+@operation(
+    spec=spacr_accel_count_within,
+    task="Merge transforms scored (count_within)",
+    check=check_counts,
+    agree=agree_counts,
+    reference=reference.count_within,
+    small=small_counts,
+    bench=counts_bench,
+    dask=OwnGraph(),
+)
 def count_within(moved: Any, target: Any, radius: Any, *, gpu: Any = True,
                  backend: str | None = None) -> np.ndarray:
     """How many points of each moved set lie within ``radius`` of a target: a transform's inliers.

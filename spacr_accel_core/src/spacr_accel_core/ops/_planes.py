@@ -14,13 +14,54 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch._registry import REGISTRY
-from .operations._checks import _F32, _options, _read_only, field_array
-from .operations._planes import score_stack, translation_shifts
+from .. import reference
+from ..contract._markers import hookspec
+from ..dispatch._registry import REGISTRY
+from ..operations._checks import _F32, _options, _read_only, field_array
+from ..operations._operations import OwnGraph, operation
+from ..operations._planes import (
+    agree_translated,
+    bench_score,
+    bench_translation,
+    check_translated,
+    score_stack,
+    small_score,
+    small_translation,
+    translation_shifts,
+)
+from ..operations._results import agree_field, check_array
 
 __all__ = ["spot_score", "translate"]
 
 
+@hookspec
+def spacr_accel_translate(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray, shifts: np.ndarray
+) -> np.ndarray:
+    """Each field's content moved by whole pixels, the gap filled with zeros: how a field's cycles and
+    channels are put in one frame once each registration is measured.
+
+    ``out[f, y, x] = stack[f, y - dy, x - dx]`` where that pixel exists, else zero (all-zero bytes:
+    ``0``, ``+0.0``, ``False``), ``(dy, dx) = shifts[f]``. Every other bit is copied as it is.
+
+    :param stack: a non-empty C-contiguous ``(F, H, W)`` stack of any real dtype (bool, integer,
+        float), kept; never modify it.
+    :param shifts: C-contiguous int64 ``(F, 2)`` rows ``(dy, dx)``: positive moves down and right;
+        ``|dy| <= H`` and ``|dx| <= W`` (the core clips a larger shift: every pixel leaves the field).
+    :returns: a new array of the stack's shape and dtype.
+    """
+
+
+@operation(
+    spec=spacr_accel_translate,
+    task="Moving planes into one frame (translate)",
+    check=check_translated,
+    agree=agree_translated,
+    reference=reference.translate,
+    small=small_translation,
+    bench=bench_translation,
+    dask=OwnGraph(),
+)
 def translate(stack: Any, shifts: Any, *, gpu: Any = True, backend: str | None = None) -> np.ndarray:
     """Each field's content moved by whole pixels, the gap filled with zeros: spaCR's ``_translate``.
 
@@ -71,6 +112,34 @@ def _numpy_score(data: np.ndarray) -> np.ndarray:
     return np.asarray(score, dtype=_F32)
 
 
+@hookspec
+def spacr_accel_spot_score(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray,
+) -> np.ndarray:
+    """Where a read is likely: how much each pixel changes over the cycles, averaged over channels.
+
+    NumPy's float32 ``stack.std(axis=0).mean(axis=0)`` to the bit, in its order: per pixel, the
+    cycles summed in order from ``+0.0`` in float32, divided by their count (rounded once), each
+    deviation squared and summed in order from ``+0.0``, divided by the count, the float32 square
+    root; then the channels' values summed in order from ``+0.0`` and divided by their count. NaN
+    and infinity propagate as in IEEE arithmetic.
+
+    :param stack: a C-contiguous float32 ``(C, K, Y, X)`` stack, ``C >= 1``, ``K >= 1``, at least
+        two pixels (spaCR's one-cycle case reaches a backend as ``(K, 1, Y, X)``); never modify it.
+    :returns: float32 ``(Y, X)``.
+    """
+
+
+@operation(
+    spec=spacr_accel_spot_score,
+    task="Read locations scored (spot_score)",
+    check=check_array,
+    agree=agree_field,
+    reference=reference.spot_score,
+    small=small_score,
+    bench=bench_score,
+    dask=OwnGraph(),
+)
 def spot_score(stack: Any, *, gpu: Any = True, backend: str | None = None) -> np.ndarray:
     """Where a read is likely: the standard deviation over the cycles, averaged over the channels.
 

@@ -23,13 +23,25 @@ both zeros, the core asks NumPy itself for that field: never reached by a camera
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .dispatch._registry import REGISTRY
-from .operations._checks import _F32, _I64, _numeric, _options, _read_only, fields_shape
+from .. import reference
+from ..contract._markers import hookspec
+from ..dispatch._registry import REGISTRY
+from ..kit._quantiles import QuantilePlan, lerp, percentile_q, quantile_plan
+from ..operations._checks import _F32, _numeric, _options, _read_only, fields_shape
+from ..operations._levels import (
+    agree_levels,
+    bench_percentiles,
+    bench_rescale,
+    check_order_statistics,
+    check_rescaled,
+    small_percentiles,
+    small_rescale,
+)
+from ..operations._operations import OwnGraph, operation
 
 __all__ = ["clip_to_percentiles", "normalise_to_percentile", "percentiles", "rescale_fields"]
 
@@ -38,88 +50,6 @@ _SELECTED_AS: dict[np.dtype[Any], np.dtype[Any]] = {
     np.dtype(name): _F32 for name in ("float16", "uint8", "int8", "uint16", "int16")} | {
     np.dtype("int32"): _F64, np.dtype("uint32"): _F64, _F32: _F32, _F64: _F64}
 """The dtype a backend selects in, for each dtype of field served: every value exact in it."""
-
-
-@dataclass(frozen=True)
-class QuantilePlan:
-    """Where NumPy reads each percentile of a field of ``count`` pixels, and how it weighs them.
-
-    :param ranks: int64, strictly increasing: the order statistics the backend selects.
-    :param lower: for each percentile, the position in ``ranks`` of its lower order statistic.
-    :param upper: for each percentile, the position in ``ranks`` of its upper order statistic.
-    :param gamma: NumPy's weight: an array in ``q``'s float dtype, or a Python float when ``q``
-        is a Python number (NumPy's weak ``q``).
-    :param scalar: ``q`` was one number: one value per field, not a row.
-    """
-
-    ranks: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-    gamma: np.ndarray | float
-    scalar: bool
-
-
-def percentile_q(q: Any, name: str = "q") -> Any:
-    """``q`` checked as NumPy would take it, keeping its type (which decides NumPy's arithmetic).
-
-    :param q: a percentile (a Python or NumPy number) or a 1-D sequence of them.
-    :param name: the caller's argument name, for the message.
-    :returns: a Python ``int``/``float`` as it is (NumPy's weak ``q``), else a 0-d or 1-D array.
-    :raises TypeError: ``q`` is not real numbers (a bool, a string, a complex number).
-    :raises ValueError: ``q`` has more than one dimension, or a value outside ``[0, 100]`` or NaN.
-    """
-    if type(q) in (int, float):
-        values = np.asarray(float(q))
-    else:
-        if isinstance(q, (bool, np.bool_)):
-            raise TypeError(f"{name} must be a percentile (a number from 0 to 100), got {q!r}")
-        try:
-            values = np.asarray(q)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must be a percentile or a sequence of them, got {q!r}") from exc
-        if values.dtype.kind not in "iuf":
-            raise TypeError(f"{name} must hold real numbers (percentiles from 0 to 100), got dtype {values.dtype}")
-        if values.ndim > 1:
-            raise ValueError(f"{name} must be one percentile or a 1-D sequence of them, got shape {values.shape}")
-        q = values
-    with np.errstate(invalid="ignore"):
-        valid = bool(np.all((values >= 0) & (values <= 100)))
-    if not valid:
-        raise ValueError(f"{name} must be percentiles from 0 to 100 (finite), got {values.tolist()!r}")
-    return q
-
-
-def quantile_plan(count: int, q: Any) -> QuantilePlan:
-    """NumPy's ``_quantile`` index arithmetic (method ``"linear"``) for a field of ``count`` pixels,
-    the same ufuncs on the same types (``q`` as :func:`percentile_q` returns it).
-
-    :param count: the pixels of one field, at least 1.
-    :param q: the checked percentiles.
-    :returns: the plan.
-    """
-    weak = type(q) in (int, float)
-    quantiles = np.true_divide(q, 100, out=...)
-    virtual = np.asanyarray((count - 1) * quantiles)
-    previous = np.floor(virtual, out=...)
-    following = np.add(previous, 1, out=...)
-    above = virtual >= count - 1
-    previous[above] = -1
-    following[above] = -1
-    previous, following = previous.astype(np.intp), following.astype(np.intp)
-    gamma = np.asanyarray(virtual - previous, dtype=virtual.dtype)
-    low, high = previous.ravel() % count, following.ravel() % count
-    ranks = np.unique(np.concatenate([low, high])).astype(_I64)
-    return QuantilePlan(ranks=ranks, lower=np.searchsorted(ranks, low), upper=np.searchsorted(ranks, high),
-                        gamma=float(gamma) if weak else gamma.ravel(), scalar=virtual.ndim == 0)
-
-
-def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray | float) -> np.ndarray:
-    """NumPy's ``_lerp``, line for line (its two branches, ``b - a`` in the order statistics' dtype)."""
-    diff_b_a = b - a
-    lerp_interpolation: np.ndarray = np.add(a, diff_b_a * t, out=...)
-    np.subtract(b, diff_b_a * (1 - t), out=lerp_interpolation, where=t >= 0.5, casting="unsafe",
-                dtype=type(lerp_interpolation.dtype))
-    return lerp_interpolation
 
 
 def _stack(stack: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -156,6 +86,34 @@ def _signed_zeros(result: np.ndarray, plan: QuantilePlan, array: np.ndarray, q: 
     return result
 
 
+@hookspec
+def spacr_accel_percentiles(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray, ranks: np.ndarray
+) -> np.ndarray:
+    """The order statistics each field's percentiles are read from (the core interpolates them).
+
+    ``values[f, j]`` is the element ``np.partition(stack[f].ravel(), ranks[j])[ranks[j]]``: the
+    ``ranks[j]``-th smallest pixel of field ``f`` (0-based), an element of the field, never a
+    computed value, so every backend answers the same numbers (``-0.0`` and ``+0.0`` are equal here,
+    and either may be returned for a zero). A field holding NaN has NaN in every entry of its row.
+
+    :param stack: a non-empty C-contiguous ``(F, H, W)`` float32 or float64 stack, ``H * W >= 1``
+        (the core casts other dtypes exactly to one of them); never modify it.
+    :param ranks: C-contiguous int64 ``(R,)``, strictly increasing, each in ``[0, H * W)``, ``R >= 1``.
+    :returns: ``(F, R)`` in the stack's dtype.
+    """
+
+
+@operation(
+    spec=spacr_accel_percentiles,
+    task="Channel levels (percentiles)",
+    check=check_order_statistics,
+    agree=agree_levels,
+    reference=reference.percentiles,
+    small=small_percentiles,
+    bench=bench_percentiles,
+    dask=OwnGraph(),
+)
 def percentiles(stack: Any, q: Any, *, gpu: Any = True, backend: str | None = None) -> Any:
     """``np.percentile(field, q)`` for every field of a stack, in one call, bit for bit.
 
@@ -190,7 +148,7 @@ def percentiles(stack: Any, q: Any, *, gpu: Any = True, backend: str | None = No
     if plan.scalar:
         a, b = a[:, 0], b[:, 0]
     with np.errstate(all="ignore"):
-        result = _lerp(a, b, plan.gamma)
+        result = lerp(a, b, plan.gamma)
     if array.dtype.kind == "f" and values.size:
         holding = np.isnan(values[:, 0])
         if holding.any():
@@ -217,6 +175,36 @@ def _per_field(value: Any, name: str, lead: tuple[int, ...]) -> np.ndarray:
                          f"{array.shape}") from None
 
 
+@hookspec
+def spacr_accel_rescale_fields(  # type: ignore[empty-body]  # a specification has no body
+    stack: np.ndarray, scale: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
+    """Each field divided by its scale and clipped between its bounds: the level set of a channel.
+
+    ``out[f] = clip(D(stack[f]) / scale[f], low[f], high[f])`` in ``D = low.dtype``, per pixel:
+    ``y = x / scale`` (IEEE, rounded once; a scale of exactly 1 may be skipped, it is exact), then
+    NumPy's clip: ``y`` if ``y`` is NaN, else ``y`` if ``y >= low`` else ``low``; then that if it is
+    NaN or ``<= high``, else ``high``; a NaN ``low`` or ``high`` makes the whole field NaN.
+
+    :param stack: a non-empty C-contiguous ``(F, H, W)`` float32 or float64 stack; never modify it.
+    :param scale: C-contiguous ``(F,)`` in ``D``.
+    :param low: C-contiguous ``(F,)``, float32 or float64: ``D``.
+    :param high: C-contiguous ``(F,)`` in ``D``.
+    :returns: a new ``(F, H, W)`` array in ``D`` (float32 from a float64 stack never: the core
+        sends a float64 stack only with ``D`` float64).
+    """
+
+
+@operation(
+    spec=spacr_accel_rescale_fields,
+    task="Channel clip and scale (rescale_fields)",
+    check=check_rescaled,
+    agree=agree_levels,
+    reference=reference.rescale_fields,
+    small=small_rescale,
+    bench=bench_rescale,
+    dask=OwnGraph(),
+)
 def rescale_fields(stack: Any, scale: Any, low: Any, high: Any, *, gpu: Any = True,
                    backend: str | None = None) -> np.ndarray:
     """Each field divided by its ``scale`` and clipped between its ``low`` and ``high``: a level set.
