@@ -1,8 +1,12 @@
-"""The operation table: each primitive defined once, read by everything that serves it.
+"""The operation table and what its rows are made of: each operation declared once (in its family's
+module of ``ops``), read by everything that serves it.
 
-- ``_operations``: the table (``OPERATIONS``): per operation its hook, result check, adapter,
-  optional arguments, capability words, reference, agreement, small case, bench input and Dask
-  form; the call built by name in the hookspec's order.
+- ``_operations``: the table (``OPERATIONS``) and the ``operation`` decorator that fills it: per
+  operation its hook's specification, result check, adapter, optional arguments, capability words,
+  reference, agreement, small case, bench input and Dask form (``WholeFields``, ``OwnGraph``); the
+  hooks handed to pluggy; the call built by name in the specification's order.
+- ``_inputs``: the small cases and bench inputs of the filters, peaks, products, neighbours and
+  registration families.
 - ``_results``: the result checks and the agreements (when two answers are the same answer).
 - ``_adapters``: how each plugin's implementation is called whatever it declares.
 - ``_checks``: the input checks every operation shares, in memory and on Dask.
@@ -12,5 +16,5 @@
   moved into the transforms' range).
 
 May import: the contract and the kit's layer (``reference`` included). Dispatch, the devices, the
-faces and the commands read it.
+faces (``ops``' families declare the rows) and the commands read it.
 """
