@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import doctest
 import importlib.metadata
+import sys
+
+from sphinx.application import Sphinx
+from sphinx.pycode import ModuleAnalyzer
 
 project = "spacr-accel"
 author = "The spacr-accel contributors"
@@ -72,3 +76,31 @@ os.environ.pop("SPACR_DEVICE", None)
 os.environ.pop("SPACR_ACCEL_DISABLE", None)
 spacr_accel_core.refresh()
 """
+
+
+# The faces over the kit (``spacr_accel_core.exact`` over ``spacr_accel_core.kit._exact``, ``tiling``
+# and ``separable`` likewise) re-export its constants, which ``docs/api.md`` names one by one
+# (``autodata``): autodoc reads a constant's docstring only from the module it documents, where a
+# re-exported one has none (it would show the docstring of the value's type). Such a constant is
+# documented with the docstring written where the kit defines it, so that it is written once.
+
+_ABSENT = object()
+
+
+def _kit_docstring(name: str, value: object) -> list[str]:
+    """The docstring of the kit's constant ``name`` that is ``value`` (none: an empty list)."""
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("spacr_accel_core.kit.") and vars(module).get(name, _ABSENT) is value:
+            analyzer = ModuleAnalyzer.for_module(module_name)
+            analyzer.analyze()
+            return list(analyzer.attr_docs.get(("", name), []))
+    return []
+
+
+def _kit_constant(app: Sphinx, what: str, name: str, obj: object, options: object, lines: list[str]) -> None:
+    if what == "data" and (written := _kit_docstring(name.rpartition(".")[2], obj)):
+        lines[:] = written
+
+
+def setup(app: Sphinx) -> None:
+    app.connect("autodoc-process-docstring", _kit_constant)
