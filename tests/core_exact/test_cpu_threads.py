@@ -24,8 +24,8 @@ def test_omp_num_threads_caps_it(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_dask_worker_environment_makes_both_cpu_backends_single_threaded() -> None:
-    code = ("from spacr_accel_numpy import _filter; from spacr_accel_core import tiling; "
-            "print(_filter._WORKERS, tiling.cpu_threads())")
+    code = ("from spacr_accel_numpy import _filters; from spacr_accel_core import tiling; "
+            "print(_filters._WORKERS, tiling.cpu_threads())")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["1", "1"]

@@ -117,7 +117,7 @@ def test_cupys_code_on_numpys_kit_matches_the_floor() -> None:
     pytest.importorskip("spacr_accel_cupy")
     from spacr_accel_cupy import _levels
     from spacr_accel_cupy._kit import numpy_kit
-    from spacr_accel_numpy._levels import order_statistics, rescale_fields
+    from spacr_accel_numpy._levels_kernels import order_statistics, rescale_fields
 
     rng = np.random.default_rng(4)
     stack = rng.choice(np.float32([-1.0, 0.0, 2.0, 3.5, np.inf]), size=(5, 6, 7))

@@ -107,17 +107,17 @@ def test_a_shared_reference_reaches_a_plugin_once_with_the_pairing(private, nump
     """A reference broadcast against every cycle, or repeated in value, reaches a plugin as its
     distinct fields and each pair's index into them; one without ``pairing`` gets a field per pair.
     Both answer as the materialised stack does."""
-    from spacr_accel_numpy import _decode
+    from spacr_accel_numpy import _registration_kernels
 
     seen: dict[str, list[tuple[Any, ...]]] = {"paired": [], "one_each": []}
 
     def paired(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen["paired"].append((first.shape, tuple(pairing), first.flags.writeable, pairing.flags.writeable))
-        return _decode.phase_correlate(first, second, pairing)
+        return _registration_kernels.phase_correlate(first, second, pairing)
 
     def one_each(second: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen["one_each"].append((first.shape, first.flags.writeable))
-        return _decode.phase_correlate(first, second, np.arange(first.shape[0]))
+        return _registration_kernels.phase_correlate(first, second, np.arange(first.shape[0]))
 
     rng = np.random.default_rng(12)
     cycles = rng.random((3, 2, 16, 18))

@@ -129,10 +129,10 @@ def test_camera_fields_are_registered_as_float32_the_same_registration(private, 
 
     def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
                                     pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from spacr_accel_numpy import _decode
+        from spacr_accel_numpy import _registration_kernels
 
         seen.append(first.dtype)
-        return _decode.phase_correlate(first, second, pairing)
+        return _registration_kernels.phase_correlate(first, second, pairing)
 
     module.spacr_accel_phase_correlate = hookimpl(spacr_accel_phase_correlate)  # type: ignore[attr-defined]
     private.register(module, "registering")

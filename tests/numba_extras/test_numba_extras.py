@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import BackendDeclined, reference
 from spacr_accel_core.kit import _knearest as floor_knearest
-from spacr_accel_numpy import _hamming as floor_hamming
+from spacr_accel_numpy import _neighbours as floor_neighbours
 from spacr_accel_numpy import _peaks as floor_peaks
 
 pytest.importorskip("numba")
@@ -100,7 +100,8 @@ def test_hamming_equals_the_floor(n: int, m: int, width: int, k: int, limit: flo
     values = st.sampled_from([0, 1, 7, 255]) if data.draw(st.booleans()) else st.integers(0, 255)
     source = data.draw(hnp.arrays(np.uint8, (n, width), elements=values))
     target = data.draw(hnp.arrays(np.uint8, (m, width), elements=values))
-    _same(_hamming.hamming_nearest(source, target, k, limit), floor_hamming.hamming_nearest(source, target, k, limit))
+    _same(_hamming.hamming_nearest(source, target, k, limit),
+          floor_neighbours.hamming_nearest(source, target, k, limit))
 
 
 def test_hamming_threaded_against_the_reference() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from spacr_accel_core import reference
-from spacr_accel_numpy import _decode
+from spacr_accel_numpy import _peaks_kernels, _registration_kernels
 
 
 def test_pairs_sharing_reference_fields_answer_as_alone() -> None:
@@ -16,9 +16,10 @@ def test_pairs_sharing_reference_fields_answer_as_alone() -> None:
     pairing = np.array([0, 1, 2, 0, 1, 2, 0, 3, 1, 2])
     first = references[pairing]
     second = np.stack([np.roll(first[i], (i, -i), axis=(0, 1)) + 0.01 * rng.random((20, 24)) for i in range(10)])
-    peaks, ratios = _decode.phase_correlate(references, second, pairing)
+    peaks, ratios = _registration_kernels.phase_correlate(references, second, pairing)
     for number in range(10):
-        alone = _decode.phase_correlate(first[number:number + 1], second[number:number + 1], np.zeros(1, np.int64))
+        alone = _registration_kernels.phase_correlate(first[number:number + 1], second[number:number + 1],
+                                                      np.zeros(1, np.int64))
         assert (peaks[number], ratios[number]) == (alone[0][0], alone[1][0])
         dy, dx, ratio, _ = reference.phase_correlation(first[number], second[number])
         assert divmod(int(peaks[number]), 24) == (dy % 20, dx % 24)
@@ -32,5 +33,5 @@ def test_the_gather_is_the_reference_alone_and_shared_between_threads() -> None:
     for count in (5, 600):  # 40 windows on one thread, 4800 shared between the threads
         points = np.stack([rng.integers(0, 40, count), rng.integers(0, 50, count)], axis=1)
         for size in (1, 3, 7):
-            np.testing.assert_array_equal(_decode.window_maxima(stack, points, size),
+            np.testing.assert_array_equal(_peaks_kernels.window_maxima(stack, points, size),
                                           reference.window_maxima(stack, points, size))

@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from scipy import ndimage
 
 from spacr_accel_core.testing import assert_same_field, reference_maximum_filter
-from spacr_accel_numpy import _filter, window_maximum
+from spacr_accel_numpy import _filters, window_maximum
 
 
 def _peak_bytes(call):
@@ -91,12 +91,12 @@ def test_scratch_beyond_the_cap_is_not_kept():
     def call():
         window_maximum(field[:300, :400], 5)  # stripe buffers of ~0.5 MB: kept
         window_maximum(field, 2001)  # needs far more than the cap
-        kept.append(sum(b.nbytes for b in getattr(_filter._scratch, "buffers", ())))
+        kept.append(sum(b.nbytes for b in getattr(_filters._scratch, "buffers", ())))
 
     threading.Thread(target=call).start()
     while not kept:
         threading.Event().wait(0.01)
-    assert 0 < kept[0] <= _filter._KEEP_BYTES
+    assert 0 < kept[0] <= _filters._KEEP_BYTES
 
 
 def test_threads_do_not_share_scratch():

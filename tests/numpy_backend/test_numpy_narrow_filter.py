@@ -8,7 +8,7 @@ from hypothesis.extra import numpy as hnp
 from scipy import ndimage
 
 from spacr_accel_core.testing import assert_same_field, reference_maximum_filter
-from spacr_accel_numpy import _filter, window_maximum
+from spacr_accel_numpy import _filters, window_maximum
 
 NARROW = [np.uint8, np.int8, np.uint16, np.int16]
 
@@ -34,5 +34,5 @@ def test_a_camera_field_through_the_threaded_stripes():
 
 def test_other_dtypes_are_filtered_as_float32():
     field = np.array([[1.5, -2.0], [np.nan, 4.0]], dtype=np.float64)
-    assert np.dtype(np.float64) not in _filter.NARROW
+    assert np.dtype(np.float64) not in _filters.NARROW
     assert_same_field(window_maximum(field, 3), reference_maximum_filter(field, 3))

@@ -14,9 +14,9 @@ from scipy import ndimage
 
 from spacr_accel_core import ops
 from spacr_accel_core.testing import assert_same_field, reference_maximum_filter, reference_nearest
-from spacr_accel_numpy import _nearest, window_maximum
+from spacr_accel_numpy import _neighbours, window_maximum
 
-METHODS = [_nearest._brute, _nearest._kdtree, _nearest._matrix]
+METHODS = [_neighbours._brute, _neighbours._kdtree, _neighbours._matrix]
 
 
 @st.composite
@@ -61,7 +61,7 @@ def test_float32_expansion_alone_would_pick_wrong_neighbours():
     naive = np.argmin(approx, axis=1)
     expected, _ = reference_nearest(source, target)
     assert np.count_nonzero(naive != expected) > 0
-    index, _ = _nearest._matrix(source, target, 4096)
+    index, _ = _neighbours._matrix(source, target, 4096)
     assert np.array_equal(index, expected)
 
 
@@ -81,7 +81,7 @@ def test_kdtree_resolves_many_way_ties_to_the_lowest_index():
     target = np.zeros((50, 2), np.float32)  # fifty copies of one point
     target[::7] = 1.0
     source = np.array([[0.0, 0.0], [1.0, 1.0], [0.5, 0.5]], np.float32)
-    index, _ = _nearest._kdtree(source, target, 2)
+    index, _ = _neighbours._kdtree(source, target, 2)
     assert index.tolist() == reference_nearest(source, target)[0].tolist() == [1, 0, 0]
 
 

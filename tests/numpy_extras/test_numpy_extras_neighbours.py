@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import reference
 from spacr_accel_core.kit import _knearest
-from spacr_accel_numpy import _hamming
+from spacr_accel_numpy import _neighbours
 
 
 def _same(got: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.ndarray]) -> None:
@@ -84,7 +84,7 @@ def test_hamming_matches_the_reference(n: int, m: int, width: int, k: int, limit
     values = st.sampled_from([0, 1, 7, 255, 128]) if data.draw(st.booleans()) else st.integers(0, 255)
     source = data.draw(hnp.arrays(np.uint8, (n, width), elements=values))
     target = data.draw(hnp.arrays(np.uint8, (m, width), elements=values))
-    _same(_hamming.hamming_nearest(source, target, k, limit, chunk=data.draw(st.sampled_from([5, 1 << 16]))),
+    _same(_neighbours.hamming_nearest(source, target, k, limit, chunk=data.draw(st.sampled_from([5, 1 << 16]))),
           reference.hamming_nearest(source, target, k, limit))
 
 
@@ -94,13 +94,13 @@ def test_hamming_without_bitwise_count(monkeypatch: pytest.MonkeyPatch) -> None:
     target = rng.integers(0, 256, (70, 32), dtype=np.uint8)
     expected = reference.hamming_nearest(source, target, 3)
     monkeypatch.delattr(np, "bitwise_count", raising=False)
-    _same(_hamming.hamming_nearest(source, target, 3), expected)
+    _same(_neighbours.hamming_nearest(source, target, 3), expected)
 
 
 def test_empty_sets() -> None:
     index, found = _knearest.k_nearest(np.zeros((3, 2), np.float32), np.zeros((0, 2), np.float32), 2)
     assert index.tolist() == [[-1, -1]] * 3 and np.isinf(found).all()
-    index, found = _hamming.hamming_nearest(np.zeros((0, 4), np.uint8), np.zeros((5, 4), np.uint8), 2)
+    index, found = _neighbours.hamming_nearest(np.zeros((0, 4), np.uint8), np.zeros((5, 4), np.uint8), 2)
     assert index.shape == found.shape == (0, 2)
 
 

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import reference
 from spacr_accel_core.testing import assert_same_field, reference_maximum_filter
-from spacr_accel_numpy import _peaks
+from spacr_accel_numpy import _filters, _peaks
 
 
 @st.composite
@@ -38,7 +38,7 @@ def test_local_maxima_matches_the_reference(field: np.ndarray, size: int, thresh
 @settings(max_examples=40, deadline=None)
 @given(_stacks(), st.integers(1, 8))
 def test_stack_filter_is_each_field_on_its_own(field: np.ndarray, size: int) -> None:
-    got = _peaks.maximum_filter_stack(field, size) + np.float32(0.0)  # the sign of zero is the core's to fix
+    got = _filters.maximum_filter_stack(field, size) + np.float32(0.0)  # the sign of zero is the core's to fix
     planes = field.reshape((-1, *field.shape[-2:]))
     expected = np.stack([reference_maximum_filter(plane, size) for plane in planes]).reshape(field.shape)
     expected += np.float32(0.0)  # the contract's +0.0, which the reference adds only for size > 1
@@ -50,7 +50,7 @@ def test_threaded_stacks_and_out(shape: tuple[int, ...]) -> None:
     rng = np.random.default_rng(7)
     stack = rng.random(shape).astype(np.float32)
     out = np.full(shape, np.nan, np.float32)
-    assert _peaks.maximum_filter_stack(stack, 5, out=out) is out
+    assert _filters.maximum_filter_stack(stack, 5, out=out) is out
     assert_same_field(out + np.float32(0.0), np.stack([reference_maximum_filter(plane, 5) for plane in stack]))
     np.testing.assert_array_equal(_peaks.local_maxima(stack, 5, 0.9), reference.local_maxima(stack, 5, 0.9))
 

@@ -134,11 +134,11 @@ def test_numba_score_sweeps_of_eight_four_and_one_cycles_are_numpys(cycles: int)
 
 @pytest.mark.parametrize("shape", [(3, 2, 7, 1), (5, 1, 9, 3), (2, 3, 1, 5)])
 def test_floor_bands_never_leave_a_lone_pixel(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...]) -> None:
-    from spacr_accel_numpy import _planes
+    from spacr_accel_numpy import _planes_kernels
 
-    monkeypatch.setattr(_planes, "BAND_BYTES", 1)  # the smallest bands the rule allows
-    bands = _planes._bands(shape[2], shape[3], shape[0] * shape[1] * shape[3] * 4)
+    monkeypatch.setattr(_planes_kernels, "BAND_BYTES", 1)  # the smallest bands the rule allows
+    bands = _planes_kernels._bands(shape[2], shape[3], shape[0] * shape[1] * shape[3] * 4)
     assert all((stop - start) * shape[3] >= 2 for start, stop in bands)
     assert bands[0][0] == 0 and bands[-1][1] == shape[2]
     stack = np.array([1e8, 1, 1, 1, 1, 1, 1, 1, 1, -1e8], np.float32)[np.arange(np.prod(shape)) % 10].reshape(shape)
-    assert same_bits(_planes.spot_score(stack), spacr_score(stack))
+    assert same_bits(_planes_kernels.spot_score(stack), spacr_score(stack))

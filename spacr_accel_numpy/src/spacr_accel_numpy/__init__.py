@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from spacr_accel_core.toolkit import exact_squared  # re-exported: it moved to the core, for every backend
 
-from ._filter import window_maximum
-from ._nearest import nearest
+from ._filters import window_maximum
+from ._neighbours import nearest
 
 __all__ = ["exact_squared", "nearest", "window_maximum"]

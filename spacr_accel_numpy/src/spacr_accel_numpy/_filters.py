@@ -1,8 +1,9 @@
-"""The windowed maximum as separable, cache-sized, log-doubling ``np.maximum`` passes.
+"""The filters family on the floor: the window maximum and minimum by separable, cache-sized,
+log-doubling ``np.maximum`` passes, and the Gaussian and its Laplacian by SciPy itself.
 
-WHY NOT scipy.ndimage: on a 4096 x 4096 float32 field with size 15 scipy takes ~0.73 s on this
-machine's core, while a copy of the field takes ~10 ms. The maximum over a k-wide window is
-separable (rows, then columns) and each 1-D pass is built by doubling: the max over 2w is the max
+WHY NOT scipy.ndimage FOR THE WINDOW: on a 4096 x 4096 float32 field with size 15 scipy takes
+~0.73 s on this machine's core, while a copy of the field takes ~10 ms. The maximum over a k-wide
+window is separable (rows, then columns) and each 1-D pass is built by doubling: the max over 2w is the max
 of two overlapping w-maxima, so width 15 needs four ``np.maximum`` passes per axis instead of 14.
 The field is walked in stripes of rows small enough to stay in cache, and the stripes are shared
 between threads (NumPy's ufunc loops release the GIL).
@@ -10,6 +11,17 @@ between threads (NumPy's ufunc loops release the GIL).
 The maximum is exact, so the result equals scipy's bit for bit on finite input (the sign of a
 zero aside: see docs/decisions.md); ``np.maximum`` propagates NaN, which IS the NaN rule: a window
 holding a NaN yields NaN.
+
+WHY STACKS. A plate (or the cycles of a screen) is dozens of 512 x 512 fields; one call per field
+pays the dispatch each time, and a field that small is filtered by one thread. Here every field of
+a stack is filtered on its own (the window never crosses into the next field) by the stripes, the
+fields shared between the threads, into one result.
+
+THE GAUSSIANS ARE SciPy's OWN. The contract's answer IS ``scipy.ndimage``'s (see
+:mod:`spacr_accel_core.separable`), and SciPy is this backend's dependency, so the floor asks it
+directly, one field at a time, writing into the result: a stack costs its input, its output and
+SciPy's buffers for one field (the Laplacian's second term), never a float64 or float32 copy of the
+whole stack.
 """
 
 from __future__ import annotations
@@ -18,12 +30,15 @@ import threading
 
 import numpy as np
 
+from spacr_accel_core import hookimpl
 from spacr_accel_core.toolkit import cpu_threads, run_parts
 
 _STRIPE_BYTES = 3 << 19  # measured best of 0.5-2 MiB on 4096-wide fields: less halo, still cache-sized
 _MIN_THREADED_PIXELS = 1 << 18  # below this, a thread hand-off costs more than it saves
 
 _WORKERS = cpu_threads()  # honours OMP_NUM_THREADS, as a Dask worker sets it
+
+
 def _running_max(
     buffer: np.ndarray, spare: np.ndarray, length: int, size: int, axis: int, out: np.ndarray,
     pick: np.ufunc = np.maximum,
@@ -157,3 +172,121 @@ def window_maximum(field: np.ndarray, size: int) -> np.ndarray:
         return out
     run_parts(_stripes, [(field, out, radii, stripe, first, workers) for first in range(workers)])
     return out
+
+
+def odd_size(size: int) -> int:
+    """The window edge the contract filters with: an even ``size`` raised to the next odd."""
+    return size + 1 if size % 2 == 0 else size
+
+
+def _plan(shape: tuple[int, int], size: int, itemsize: int) -> tuple[tuple[int, int], int]:
+    """``(radii, stripe)`` for one field, as :func:`window_maximum` cuts it."""
+    height, width = shape
+    radii = (min(size // 2, height - 1), min(size // 2, width - 1))
+    stripe = min(height, max(2 * radii[0] + 1, _STRIPE_BYTES // (itemsize * (width + 2 * radii[1] + 1))))
+    return radii, stripe
+
+
+def _filter_fields(fields: np.ndarray, out: np.ndarray, size: int, first: int, step: int,
+                   pick: np.ufunc = np.maximum) -> None:
+    """Filter fields ``first, first + step, ...`` of a ``(F, H, W)`` stack into ``out``, one thread."""
+    radii, stripe = _plan(fields.shape[1:], size, fields.dtype.itemsize)
+    for number in range(first, fields.shape[0], step):
+        _stripes(fields[number], out[number], radii, stripe, 0, 1, pick)
+
+
+def _filter_one(field: np.ndarray, out: np.ndarray, size: int, pick: np.ufunc = np.maximum) -> None:
+    """Filter one 2-D field into ``out``, its stripes shared between the threads."""
+    radii, stripe = _plan(field.shape, size, field.dtype.itemsize)
+    count = -(-field.shape[0] // stripe)
+    workers = 1 if field.size < _MIN_THREADED_PIXELS else min(count, _WORKERS)
+    run_parts(_stripes, [(field, out, radii, stripe, first, workers, pick) for first in range(workers)])
+
+
+def maximum_filter_stack(fields: np.ndarray, size: int, out: np.ndarray | None = None,
+                         pick: np.ufunc = np.maximum) -> np.ndarray:
+    """The windowed maximum of every 2-D field of a ``(..., H, W)`` stack, each on its own, as float32.
+
+    :param fields: ``(..., H, W)`` float32 or one of the floor's narrow camera dtypes (filtered in
+        their own dtype, cast once on the last pass); other dtypes are cast to float32 first.
+    :param size: the window edge, at least 1 (even raised to odd; 1 copies).
+    :param out: a float32 C-contiguous array of the stack's shape to write into (a caller filtering
+        the same shape again and again skips a fresh result's page faults); checked by the caller.
+    :param pick: ``np.maximum``, or ``np.minimum`` for the windowed minimum.
+    :returns: ``out``, or a new float32 array. A maximum of zero may be ``-0.0`` where the field
+        holds one (as :func:`window_maximum`: the core adds ``+0.0`` to the result).
+    """
+    if fields.dtype != np.float32 and fields.dtype not in NARROW:
+        fields = fields.astype(np.float32)
+    result = np.empty(fields.shape, dtype=np.float32) if out is None else out
+    if fields.size == 0:
+        return result
+    size = odd_size(size)
+    if size <= 1:
+        np.copyto(result, fields, casting="unsafe")
+        result += np.float32(0.0)  # the contract's sign of zero: a maximum of zero is +0.0
+        return result
+    stack = np.ascontiguousarray(fields).reshape((-1, *fields.shape[-2:]))
+    into = result.reshape(stack.shape)
+    if stack.shape[0] == 1 or stack[0].size >= _MIN_THREADED_PIXELS:
+        for number in range(stack.shape[0]):
+            _filter_one(stack[number], into[number], size, pick)
+    else:  # small fields: whole fields per thread, no hand-off per stripe
+        workers = min(stack.shape[0], _WORKERS)
+        run_parts(_filter_fields, [(stack, into, size, first, workers, pick) for first in range(workers)])
+    return result
+
+
+def _fields(field: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    result = np.empty(field.shape, dtype=np.float32) if out is None else out
+    return result, field.reshape(-1, *field.shape[-2:]), result.reshape(-1, *field.shape[-2:])
+
+
+def gaussian_stack(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None, truncate: float,
+                   mode: str, laplace: bool) -> np.ndarray:
+    """``scipy.ndimage.gaussian_filter`` (or ``gaussian_laplace``) of every field of ``(..., H, W)``.
+
+    :param field: float32 or a camera dtype (each field cast to float32 on its own).
+    :param sigma: ``(rows, columns)`` standard deviations.
+    :param out: the float32 result to write into, or ``None``.
+    :param truncate: the reach in standard deviations.
+    :param mode: ``"reflect"`` or ``"nearest"``.
+    :param laplace: the Laplacian of the Gaussian rather than the Gaussian.
+    :returns: ``out``, or a new float32 array.
+    """
+    from scipy import ndimage  # a few hundred ms on first import: only when a filter is asked for
+
+    result, fields, into = _fields(field, out)
+    run = ndimage.gaussian_laplace if laplace else ndimage.gaussian_filter
+    for number in range(fields.shape[0]):
+        plane = fields[number] if fields.dtype == np.float32 else fields[number].astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as SciPy says
+            run(plane, sigma, output=into[number], mode=mode, truncate=truncate)
+    return result
+
+
+# ---- the family's hooks ---------------------------------------------------------------------------
+
+
+@hookimpl
+def spacr_accel_maximum_filter(field: np.ndarray, size: int, out: np.ndarray | None) -> np.ndarray:
+    if field.ndim == 2 and out is None:
+        return window_maximum(field, size)
+    return maximum_filter_stack(field, size, out)
+
+
+@hookimpl
+def spacr_accel_minimum_filter(field: np.ndarray, size: int, out: np.ndarray | None) -> np.ndarray:
+    return maximum_filter_stack(field, size, out, np.minimum)
+
+
+@hookimpl
+def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                truncate: float, mode: str) -> np.ndarray:
+    return gaussian_stack(field, sigma, out, truncate, mode, laplace=False)
+
+
+@hookimpl
+def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
+                                 truncate: float, mode: str) -> np.ndarray:
+    return gaussian_stack(field, sigma, out, truncate, mode, laplace=True)
