@@ -201,7 +201,8 @@ def test_sigma_zero_is_scipys_copy() -> None:
        mode=st.sampled_from(["reflect", "nearest"]))
 def test_cupy_kit_gaussian_matches_scipy(laplace: bool, field: np.ndarray, sigma: Any, truncate: float,
                                          mode: str) -> None:
-    from spacr_accel_core.operations._checks import SIGMA_SKIPPED, sigma_pair
+    from spacr_accel_core.kit._separable import SIGMA_SKIPPED
+    from spacr_accel_core.operations._checks import sigma_pair
     from spacr_accel_cupy import _kit, _smooth
 
     pair = sigma_pair(sigma)

@@ -13,11 +13,7 @@ import numpy as np
 
 from ..contract._declaration import NARROW_FIELDS
 from ..contract._errors import describe
-
-# The sigma rules live with the passes they decide; named here too, for the checks' readers (the
-# ``as`` marks them re-exported, which mypy's strict mode asks of a module without ``__all__``).
-from ..kit._separable import SIGMA_SKIPPED as SIGMA_SKIPPED  # noqa: PLC0414
-from ..kit._separable import gaussian_radius as gaussian_radius  # noqa: PLC0414
+from ..kit._separable import SIGMA_SKIPPED, gaussian_radius
 
 _NUMERIC_KINDS = frozenset("biuf")
 _F32 = np.dtype(np.float32)

@@ -15,6 +15,7 @@ import numpy as np
 from .. import reference
 from ..contract._markers import hookspec
 from ..dispatch._registry import REGISTRY
+from ..kit._separable import SIGMA_SKIPPED
 from ..operations._adapters import (
     adapt_filter,
     adapt_smoothing,
@@ -22,7 +23,6 @@ from ..operations._adapters import (
 from ..operations._checks import (
     _F32,
     _ZERO,
-    SIGMA_SKIPPED,
     _options,
     _read_only,
     as_filtered,
