@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from _timing import rounds, side_by_side  # the benchmarks' one timer, beside this file
+
 RESOLVE = """
 import json, sys, time
 mode = sys.argv[1]
@@ -43,12 +45,12 @@ print(json.dumps({"ms": took * 1000, "torch": "torch" in sys.modules, "kind": fo
 """
 
 DOCTOR = """
-import sys
+import runpy, sys
 if sys.argv[1] == "imports-torch":
     from spacr_accel_torch import _nodes
     _nodes._no_device_node = lambda: None
-from spacr_accel_core.commands import _cli
-sys.exit(_cli.main(["doctor"]))
+sys.argv = ["spacr-accel", "doctor"]
+runpy.run_module("spacr_accel_core", run_name="__main__")  # python -m spacr_accel_core doctor
 """
 
 
@@ -82,13 +84,8 @@ def _widest(text: str) -> int:
 def _host_inventory_ms(repeats: int) -> float:
     from spacr_accel_core import accelerator
 
-    times = []
-    for _ in range(repeats):
-        accelerator.forget()
-        start = time.perf_counter()
-        accelerator.host_devices()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    timed = side_by_side({"inventory": accelerator.host_devices}, repeats, before={"inventory": accelerator.forget})
+    return timed["inventory"].median * 1000
 
 
 def main() -> None:
@@ -103,10 +100,9 @@ def main() -> None:
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     python_ms = (time.perf_counter() - start) * 1000
 
-    columns: dict[str, list[dict[str, object]]] = {"shipped": [], "no-kernel-check": [], "imports-torch": []}
-    for _ in range(runs):  # interleaved, so a change in load falls on every column alike
-        for mode, results in columns.items():
-            results.append(_resolve_once(mode))
+    # interleaved, so a change in load falls on every column alike
+    columns = rounds({mode: (lambda mode=mode: _resolve_once(mode))
+                      for mode in ("shipped", "no-kernel-check", "imports-torch")}, runs)
     print(f"resolve(), first call of a fresh process, median of {runs} (a bare interpreter starts in "
           f"{python_ms:.0f} ms here)")
     shipped = statistics.median(float(str(r["ms"])) for r in columns["shipped"])
@@ -120,14 +116,10 @@ def main() -> None:
     doctors = {"as installed": ("shipped", {}),
                "example plugins disabled": ("shipped", {"SPACR_ACCEL_DISABLE": "openvino,opencv"}),
                "imports torch": ("imports-torch", {})}
-    timings: dict[str, list[float]] = {name: [] for name in doctors}
-    widest = 0
-    for _ in range(runs):
-        for name, (mode, env) in doctors.items():
-            seconds, text = _doctor_once(mode, **env)
-            timings[name].append(seconds)
-            if name == "as installed":
-                widest = max(widest, _widest(text))
+    done = rounds({name: (lambda mode=mode, env=env: _doctor_once(mode, **env))
+                   for name, (mode, env) in doctors.items()}, runs)
+    timings = {name: [seconds for seconds, _ in results] for name, results in done.items()}
+    widest = max(_widest(text) for _, text in done["as installed"])
     base = statistics.median(timings["as installed"])
     print(f"\nspacr-accel doctor, wall time of a fresh process, median of {runs}")
     for name, values in timings.items():

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from _timing import side_by_side  # the benchmarks' one timer, beside this file
+
 from spacr_accel_core import ops
 from spacr_accel_core.commands import _bench
 
@@ -34,14 +36,7 @@ def best_direct(calls: dict[str, Callable[[], Any]], repeat: int) -> dict[str, f
     :param calls: backend name -> its forced call.
     :param repeat: timed calls per backend.
     """
-    best = dict.fromkeys(calls, float("inf"))
-    for name, call in calls.items():
-        call()
-        for _ in range(repeat):
-            start = time.perf_counter()
-            call()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+    return {name: side_by_side({name: call}, repeat, warm=True)[name].best for name, call in calls.items()}
 
 
 def main() -> int:

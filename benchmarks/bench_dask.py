@@ -30,8 +30,6 @@ import logging
 import math
 import os
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -39,6 +37,7 @@ import dask
 import dask.array as da
 import distributed
 import numpy as np
+from _timing import fastest  # the benchmarks' one timer, beside this file
 
 from spacr_accel_core import dask as sad
 from spacr_accel_core import last_dispatch, ops
@@ -59,17 +58,6 @@ def generated(seed: int, shape: tuple[int, ...], chunks: tuple[int, ...]) -> da.
 
     return da.map_blocks(make, chunks=da.core.normalize_chunks(chunks, shape), dtype=np.float32,
                          meta=np.empty((0,) * len(shape), dtype=np.float32))
-
-
-def side_by_side(first: Callable[[], object], second: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Best times of two callables run alternately, so that both see the same machine load."""
-    a, b = [], []
-    for _ in range(repeats):
-        for fn, times in ((first, a), (second, b)):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-    return min(a), min(b)
 
 
 class MemoryWatch:
@@ -171,7 +159,7 @@ def main() -> None:
             counted["in-process"] = total
 
         with MemoryWatch(client) as watch:
-            cluster_s, local_s = side_by_side(on_cluster, in_process, args.repeats)
+            cluster_s, local_s = fastest(on_cluster, in_process, repeat=args.repeats)
         out["mosaic"] = {"cluster_s": cluster_s, "in_process_s": local_s, "ratio": cluster_s / local_s,
                          "peaks_cluster": counted["cluster"], "peaks_in_process_pieces": counted["in-process"],
                          "peak_rss_mib": {w: round(r / 2**20) for w, r in watch.peak.items()},
@@ -193,7 +181,7 @@ def main() -> None:
                     total += int(np.count_nonzero(ops.maximum_filter(field, 7) == field))
             counted["plate-loop"] = total
 
-        cluster_s, local_s = side_by_side(plate_cluster, plate_loop, args.repeats)
+        cluster_s, local_s = fastest(plate_cluster, plate_loop, repeat=args.repeats)
         assert counted["plate"] == counted["plate-loop"]  # the same fields, the same peaks
         out["plate"] = {"fields_per_block": per, "cluster_s": cluster_s, "in_process_s": local_s,
                         "ratio": cluster_s / local_s}
@@ -219,7 +207,7 @@ def main() -> None:
         def nn_here() -> None:
             got["in-process"] = ops.nearest_neighbours(source_here, target)
 
-        cluster_s, local_s = side_by_side(nn_cluster, nn_here, args.repeats)
+        cluster_s, local_s = fastest(nn_cluster, nn_here, repeat=args.repeats)
         assert all(np.array_equal(a, b) for a, b in zip(got["cluster"], got["in-process"], strict=True))
 
         def received(dask_worker: Any) -> list[int]:

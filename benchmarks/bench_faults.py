@@ -8,7 +8,8 @@
    automatic call costs (target: at most the bound, once per process) and what the next one costs.
    Each in a fresh interpreter with ``SPACR_ACCEL_PROBE_TIMEOUT`` set to ``--bound`` seconds.
 
-The tie-heavy cases of nearest neighbours have their own benchmark, ``benchmarks/bench_ties.py``.
+The tie-heavy cases of nearest neighbours have their own section, ``benchmarks/bench_science.py --only
+ties``.
 
 Run: ``python benchmarks/bench_faults.py [--repeat 5] [--bound 2]``.
 """
@@ -20,10 +21,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 import tracemalloc
 
 import numpy as np
+from _timing import side_by_side  # the benchmarks' one timer, beside this file
 
 HUNG = """
 import sys
@@ -53,15 +54,10 @@ def thin(shape: tuple[int, int], size: int, repeat: int) -> None:
     from spacr_accel_core import ops
 
     field = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    ours = scipys = float("inf")
-    for _ in range(repeat):  # interleaved: the machine's noise hits both alike
-        start = time.perf_counter()
-        got = ops.maximum_filter(field, size)
-        ours = min(ours, time.perf_counter() - start)
-        start = time.perf_counter()
-        want = scipy.ndimage.maximum_filter(field, size, mode="nearest")
-        scipys = min(scipys, time.perf_counter() - start)
-    assert np.array_equal(got, want)
+    timed = side_by_side({"ours": lambda: ops.maximum_filter(field, size),  # interleaved: the noise hits both
+                          "scipy": lambda: scipy.ndimage.maximum_filter(field, size, mode="nearest")}, repeat)
+    ours, scipys = timed["ours"].best, timed["scipy"].best
+    assert np.array_equal(timed["ours"].answer, timed["scipy"].answer)
     tracemalloc.start()
     ops.maximum_filter(field, size)
     peak = tracemalloc.get_traced_memory()[1]

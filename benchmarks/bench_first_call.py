@@ -7,8 +7,8 @@ Dask worker and every CLI start pays it. Each variant runs in its own fresh inte
 variants interleaved, best of ``--repeat``; the time is measured inside the child, from just
 before ``import spacr_accel_core.ops`` to just after the first call returns.
 
-Then a tiny ``(8 x 4) @ (4 x 4)`` through ``ops`` per call, against plain ``@`` (target: at most
-5 us per call through ``ops``).
+Then a tiny ``(8 x 4) @ (4 x 4)`` through ``ops`` per call, against plain ``@``, in interleaved
+blocks of calls (target: at most 5 us per call through ``ops``).
 
 Run: ``python benchmarks/bench_first_call.py [--repeat 7]``.
 """
@@ -20,7 +20,8 @@ import json
 import os
 import subprocess
 import sys
-import timeit
+
+from _timing import rounds, side_by_side  # the benchmarks' one timer, beside this file
 
 CHILD = """
 import json, sys, time
@@ -53,13 +54,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     for gpu in (True, False):
-        best: dict[str, float] = {}
-        seen: dict[str, dict[str, object]] = {}
-        for _ in range(args.repeat):
-            for name, env in VARIANTS.items():  # interleaved: the machine's noise hits both alike
-                got = first_call(env, gpu)
-                best[name] = min(best.get(name, float("inf")), float(got["seconds"]))  # type: ignore[arg-type]
-                seen[name] = got
+        # interleaved: the machine's noise hits both alike
+        runs = rounds({name: (lambda env=env, gpu=gpu: first_call(env, gpu)) for name, env in VARIANTS.items()},
+                      args.repeat)
+        best = {name: min(float(str(got["seconds"])) for got in results) for name, results in runs.items()}
+        seen = {name: results[-1] for name, results in runs.items()}
         base = best["SPACR_ACCEL_DISABLE=torch,cupy"]
         print(f"first ops.maximum_filter, gpu={gpu} (best of {args.repeat}, fresh interpreters):")
         for name in VARIANTS:
@@ -74,9 +73,8 @@ def main() -> None:
     first = np.ones((8, 4), np.float32)
     second = np.ones((4, 4), np.float32)
     ops.matmul(first, second)
-    number = 20000
-    through_ops = min(timeit.repeat(lambda: ops.matmul(first, second), number=number, repeat=5)) / number
-    plain = min(timeit.repeat(lambda: first @ second, number=number, repeat=5)) / number
+    timed = side_by_side({"ops": lambda: ops.matmul(first, second), "plain": lambda: first @ second}, 5, each=20000)
+    through_ops, plain = timed["ops"].best, timed["plain"].best
     print(f"tiny (8 x 4) @ (4 x 4): through ops {through_ops * 1e6:.2f} us per call, plain @ {plain * 1e6:.2f} us "
           f"(dispatch overhead {(through_ops - plain) * 1e6:.2f} us)")
 

@@ -25,7 +25,8 @@ import os
 import statistics
 import subprocess
 import sys
-import time
+
+from _timing import rounds, side_by_side  # the benchmarks' one timer, beside this file
 
 CHILD = """
 import json, sys, time
@@ -75,22 +76,17 @@ def costliest(top: int) -> list[tuple[int, str]]:
     return sorted(((us, name) for name, us in extra.items() if name not in numpy_only), reverse=True)[:top]
 
 
-def started(value: str | None) -> float:
-    """Seconds for one ``python -c pass``, the variable set to ``value`` (None: unset)."""
+def start(value: str | None) -> None:
+    """One ``python -c pass``, the variable set to ``value`` (None: unset)."""
     env = _env() if value is None else {**_env(), "SPACR_ACCEL_PATCH": value}
-    began = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=60)
-    return time.perf_counter() - began
 
 
 def startup(repeat: int) -> None:
     """The variable's start-up cost, set against unset, one run of each in turn."""
-    started("1")  # writes the hook's bytecode cache, as an installed copy has it
-    unset, hooked = [], []
-    for _ in range(repeat):
-        unset.append(started(None))
-        hooked.append(started("1"))
-    off_ms, on_ms = statistics.median(unset) * 1e3, statistics.median(hooked) * 1e3
+    start("1")  # writes the hook's bytecode cache, as an installed copy has it
+    timed = side_by_side({"unset": lambda: start(None), "set": lambda: start("1")}, repeat)
+    off_ms, on_ms = timed["unset"].median * 1e3, timed["set"].median * 1e3
     print(f"python -c pass: SPACR_ACCEL_PATCH unset {off_ms:.1f} ms, set {on_ms:.1f} ms, difference "
           f"{on_ms - off_ms:+.1f} ms (median of {repeat} interleaved runs each; target: at most 10 ms)")
     code = "import sys; print(' '.join(sorted(sys.modules)))"
@@ -114,7 +110,7 @@ def main() -> None:
         return
     args.repeat = args.repeat or 11
     sample()  # writes the bytecode caches, as an installed copy has them
-    samples = [sample() for _ in range(args.repeat)]
+    samples = rounds({"sample": sample}, args.repeat)["sample"]
     numpy_ms = statistics.median(float(s["numpy"]) for s in samples) * 1e3  # type: ignore[arg-type]
     ops_ms = statistics.median(float(s["ops"]) for s in samples) * 1e3  # type: ignore[arg-type]
     unneeded = sorted({m for s in samples for m in s["unneeded"]})  # type: ignore[attr-defined]

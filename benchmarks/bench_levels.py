@@ -22,23 +22,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _timing import side_by_side  # the benchmarks' one timer, beside this file
 
 from spacr_accel_core import config, ops, patch, warm_up
-from spacr_accel_core.patch._install import original_of
 
 
-def _best(run: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, answer = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        answer = run()
-        best = min(best, time.perf_counter() - started)
-    return best, answer
+def _best(theirs: Callable[[], Any], mine: Callable[[], Any], repeat: int) -> tuple[float, Any, float, Any]:
+    """The best of ``repeat`` interleaved runs of each side, and each side's last answer."""
+    timed = side_by_side({"theirs": theirs, "mine": mine}, repeat)
+    return timed["theirs"].best, timed["theirs"].answer, timed["mine"].best, timed["mine"].answer
 
 
 def _same(got: Any, expected: Any) -> None:
@@ -82,32 +78,31 @@ def main() -> None:
     forced = config.override(backends=[options.backend], only=True) if options.backend else contextlib.nullcontext()
     import spacr.ops_cycles as spacr_cycles
 
+    own_clipped, own_target = spacr_cycles._clipped, spacr_cycles.sbs_mean_target  # spaCR's own, before the patch
     with forced:
         assert patch.install()
         try:
             clipped, target = spacr_cycles._clipped, spacr_cycles.sbs_mean_target
-            own_clipped, own_target = original_of(clipped), original_of(target)
             rows = []
             for label, mine, theirs in (
                     (f"_clipped x {len(planes)}", lambda: [clipped(p) for p in planes],
                      lambda: [own_clipped(p) for p in planes]),
                     (f"sbs_mean_target x {len(cycles)}", lambda: [target(c) for c in cycles],
                      lambda: [own_target(c) for c in cycles])):
-                spent_own, expected = _best(theirs, options.repeat)
-                spent, got = _best(mine, options.repeat)
+                spent_own, expected, spent, got = _best(theirs, mine, options.repeat)
                 for a, b in zip(got, expected, strict=True):
                     _same(a, b)
                 rows.append((label, spent_own, spent))
             # spaCR's own pattern: _align_channels registers each clipped channel and lets it go, so
             # the next call's output takes the same memory back instead of fresh pages (each output
             # above was compared; these are the same calls on the same planes)
-            spent_own, _ = _best(lambda: _released(own_clipped, planes), options.repeat)
-            spent, _ = _best(lambda: _released(clipped, planes), options.repeat)
+            spent_own, _, spent, _ = _best(lambda: _released(own_clipped, planes), lambda: _released(clipped, planes),
+                                           options.repeat)
             rows.append((f"_clipped x {len(planes)}, each released", spent_own, spent))
             stack = np.stack(planes)
-            spent_own, expected = _best(lambda: np.stack([np.percentile(p, [0.0, 90.0]) for p in planes]),
-                                        options.repeat)
-            spent, got = _best(lambda: ops.percentiles(stack, [0.0, 90.0]), options.repeat)
+            spent_own, expected, spent, got = _best(
+                lambda: np.stack([np.percentile(p, [0.0, 90.0]) for p in planes]),
+                lambda: ops.percentiles(stack, [0.0, 90.0]), options.repeat)
             _same(got, expected)
             rows.append((f"percentiles [0, 90] of {len(planes)} planes", spent_own, spent))
             report = patch.report()

@@ -6,7 +6,7 @@ on camera noise, whole counts, from a seed), given to spaCR's own function (the 
 and to the patched one (the seam: the registry's Gaussian, percentile and local maxima, the spacing
 walked only where peaks crowd), alternating call by call so that both meet the same machine. The
 compiled backends are made ready first (``warm_up``), and one untimed call on each side loads what
-they load. Every patched answer is compared with spaCR's bit for bit; a difference exits non-zero.
+they load. The patched answer is compared with spaCR's bit for bit; a difference exits non-zero.
 
 Prints each side's median and the ratio, and the patch's report (which backend served).
 
@@ -17,11 +17,10 @@ Run: ``python benchmarks/bench_nuclear_points.py [--side 2960] [--nuclei 2500] [
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numpy as np
+from _timing import side_by_side  # the benchmarks' one timer, beside this file
 
 import spacr_accel_core
 from spacr_accel_core import patch
@@ -61,23 +60,16 @@ def main() -> int:
 
     spacr_accel_core.warm_up(timeout=900)
     plane = nuclear_stain(args.side, args.nuclei, args.seed)
-    own_times, patched_times = [], []
-    for round_ in range(args.repeat + 1):
-        patch.uninstall()
-        started = time.perf_counter()
-        own = phenotype.nuclear_points(plane)
-        own_seconds = time.perf_counter() - started
-        patch.install()
-        started = time.perf_counter()
-        served = phenotype.nuclear_points(plane)
-        patched_seconds = time.perf_counter() - started
-        if served.dtype != own.dtype or served.shape != own.shape or served.tobytes() != own.tobytes():
-            print(f"the patched answer differs from spaCR's: {served.shape} against {own.shape}", file=sys.stderr)
-            return 1
-        if round_:  # the first round loads what each side loads
-            own_times.append(own_seconds)
-            patched_times.append(patched_seconds)
-    own_median, patched_median = statistics.median(own_times), statistics.median(patched_times)
+    # the patch taken out and put back between the calls (untimed), the first call of each side
+    # untimed: it loads what each side loads
+    timed = side_by_side({"own": lambda: phenotype.nuclear_points(plane),
+                          "patched": lambda: phenotype.nuclear_points(plane)}, args.repeat, warm=True,
+                         before={"own": patch.uninstall, "patched": patch.install})
+    own, served = timed["own"].answer, timed["patched"].answer
+    if served.dtype != own.dtype or served.shape != own.shape or served.tobytes() != own.tobytes():
+        print(f"the patched answer differs from spaCR's: {served.shape} against {own.shape}", file=sys.stderr)
+        return 1
+    own_median, patched_median = timed["own"].median, timed["patched"].median
     print(f"nuclear_points on {args.side}^2 float32 ({args.nuclei} nuclei, {own.shape[0]} centres), "
           f"median of {args.repeat}")
     print(f"    spaCR's own {own_median * 1e3:8.1f} ms   patched {patched_median * 1e3:8.1f} ms   "

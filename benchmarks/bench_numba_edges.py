@@ -24,20 +24,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 
 import numpy as np
 
 FIELD = 2048.0
 """A field's edge in pixels: the targets lie uniformly in a FIELD x FIELD square (a cube in 3-D)."""
-
-
-def _timed(fn: Callable[..., object], *args: object, **kwargs: object) -> float:
-    """Seconds one call of ``fn(*args, **kwargs)`` takes."""
-    start = time.perf_counter()
-    fn(*args, **kwargs)
-    return time.perf_counter() - start
 
 
 def _holed(rng: np.random.Generator, count: int, radius: float, dims: int) -> np.ndarray:
@@ -88,6 +79,10 @@ def cases(rng: np.random.Generator) -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 
 def far_part(repeat: int) -> None:
+    # The timer is imported here, not at the top: tests/numba_backend loads this file by its path for
+    # its forking script, without this folder on sys.path.
+    from _timing import fastest  # the benchmarks' one timer, beside this file
+
     import spacr_accel_numba
     from spacr_accel_core import last_dispatch, ops
 
@@ -101,10 +96,9 @@ def far_part(repeat: int) -> None:
         served = last_dispatch()
         floor_index, floor_distance = ops.nearest_neighbours(source, target, backend="numpy")
         exact = np.array_equal(index, floor_index) and distance.tobytes() == floor_distance.tobytes()
-        ours, floor = np.inf, np.inf
-        for _ in range(repeat):  # interleaved: the machine's load hits both alike
-            ours = min(ours, _timed(ops.nearest_neighbours, source, target, backend="numba"))
-            floor = min(floor, _timed(ops.nearest_neighbours, source, target, backend="numpy"))
+        ours, floor = fastest(lambda s=source, t=target: ops.nearest_neighbours(s, t, backend="numba"),
+                              lambda s=source, t=target: ops.nearest_neighbours(s, t, backend="numpy"),
+                              repeat=repeat)  # interleaved: the machine's load hits both alike
         print(f"{name:<62} {ours * 1e3:9.1f} {floor * 1e3:9.1f} {ours / floor:11.2f}  "
               f"{'yes' if exact else 'NO'}  [{served.backend if served else '?'}]", flush=True)
 
@@ -115,10 +109,8 @@ def far_part(repeat: int) -> None:
         return
     source = rng.uniform(0, FIELD, (100_000, 2)).astype(np.float32)
     target = rng.uniform(0, FIELD, (100_000, 2)).astype(np.float32)
-    ours, peer = np.inf, np.inf
-    for _ in range(repeat):
-        ours = min(ours, _timed(ops.nearest_neighbours, source, target, backend="numba"))
-        peer = min(peer, _timed(lambda s, t: KDTree(t).query(s, k=1), source, target))
+    ours, peer = fastest(lambda: ops.nearest_neighbours(source, target, backend="numba"),
+                         lambda: KDTree(target).query(source, k=1), repeat=repeat)
     print(f"{'uniform 100k x 100k, D=2 (against pykdtree, float32)':<62} {ours * 1e3:9.1f} {peer * 1e3:9.1f} "
           f"{ours / peer:11.2f}  (numba/pykdtree)", flush=True)
 

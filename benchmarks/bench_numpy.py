@@ -14,31 +14,12 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 
 import numpy as np
+from _timing import fastest, rounds, side_by_side  # the benchmarks' one timer, beside this file
 
 from spacr_accel_core import ops
 from spacr_accel_core.testing import reference_nearest
-
-
-def best(fn: Callable[[], object], repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def side_by_side(first: Callable[[], object], second: Callable[[], object], repeat: int = 3) -> tuple[float, float]:
-    """Best times of two callables, run alternately so both see the same machine load."""
-    a, b = [], []
-    for _ in range(repeat):
-        a.append(best(first, 1))
-        b.append(best(second, 1))
-    return min(a), min(b)
 
 
 def broadcast_chunk(source: np.ndarray, target: np.ndarray) -> None:
@@ -85,14 +66,13 @@ def import_overhead_ms() -> tuple[float, bool]:
         print((t2 - t1) * 1000, heavy)
         """
     )
-    runs = []
-    heavy = False
-    for _ in range(5):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        ms, flag = out.stdout.split()
-        runs.append(float(ms))
-        heavy = heavy or flag == "True"
-    return min(runs), heavy
+    def fresh() -> tuple[float, bool]:
+        ms, flag = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                  check=True).stdout.split()
+        return float(ms), flag == "True"
+
+    runs = rounds({"fresh": fresh}, 5)["fresh"]
+    return min(ms for ms, _ in runs), any(heavy for _, heavy in runs)
 
 
 def main() -> int:
@@ -114,10 +94,10 @@ def main() -> int:
     source = rng.uniform(0, 2048, (100_000, 2)).astype(np.float32)
     target = rng.uniform(0, 2048, (100_000, 2)).astype(np.float32)
     ops.nearest_neighbours(source[:100], target[:100], backend="numpy")
-    ours, kd = side_by_side(lambda: ops.nearest_neighbours(source, target, backend="numpy"),
-                            lambda: cKDTree(target).query(source, k=1))
+    ours, kd = fastest(lambda: ops.nearest_neighbours(source, target, backend="numpy"),
+                       lambda: cKDTree(target).query(source, k=1), repeat=3)
     chunk = 256  # a 4096-row chunk of the broadcast needs 9.2 GiB; time smaller ones and extrapolate
-    broadcast_time = best(lambda: broadcast_chunk(source[:chunk], target), 2)
+    (broadcast_time,) = fastest(lambda: broadcast_chunk(source[:chunk], target), repeat=2)
     broadcast_total = broadcast_time * (source.shape[0] / chunk)
     speedup = broadcast_total / ours
     report("nearest 100k x 100k D=2: broadcast brute force / ours (x)", speedup, ">= 1000", speedup >= 1000)
@@ -132,11 +112,11 @@ def main() -> int:
     # 2. nearest, 20k x 20k, D = 64
     wide_source = rng.standard_normal((20_000, 64)).astype(np.float32)
     wide_target = rng.standard_normal((20_000, 64)).astype(np.float32)
-    wide = best(lambda: ops.nearest_neighbours(wide_source, wide_target, backend="numpy"), 2)
+    (wide,) = fastest(lambda: ops.nearest_neighbours(wide_source, wide_target, backend="numpy"), repeat=2)
     part = 500 if args.quick else 2000
     tree = cKDTree(wide_target.astype(np.float64))
-    kd_build = best(lambda: cKDTree(wide_target.astype(np.float64)), 1)
-    kd_query = best(lambda: tree.query(wide_source[:part].astype(np.float64), k=1), 1)
+    kd_build, kd_query = fastest(lambda: cKDTree(wide_target.astype(np.float64)),
+                                 lambda: tree.query(wide_source[:part].astype(np.float64), k=1), repeat=1)
     kd_wide = kd_build + kd_query * wide_source.shape[0] / part
     report("nearest 20k x 20k D=64: KD-tree / ours (x)", kd_wide / wide, ">= 10", kd_wide / wide >= 10)
     wide_index, _ = ops.nearest_neighbours(wide_source, wide_target, backend="numpy")
@@ -150,8 +130,8 @@ def main() -> int:
 
     field = rng.random((4096, 4096), dtype=np.float32)
     ops.maximum_filter(field[:64, :64], 15, backend="numpy")
-    ours_mf, scipy_mf = side_by_side(lambda: ops.maximum_filter(field, 15, backend="numpy"),
-                                     lambda: ndimage.maximum_filter(field, 15, mode="nearest"), repeat=5)
+    ours_mf, scipy_mf = fastest(lambda: ops.maximum_filter(field, 15, backend="numpy"),
+                                lambda: ndimage.maximum_filter(field, 15, mode="nearest"), repeat=5)
     report("maximum_filter 4096^2 size 15: scipy / ours (x)", scipy_mf / ours_mf, ">= 10", scipy_mf / ours_mf >= 10)
     same = np.array_equal(ops.maximum_filter(field, 15, backend="numpy"),
                           ndimage.maximum_filter(field, 15, mode="nearest"))
@@ -160,23 +140,14 @@ def main() -> int:
     # 4. matmul
     tall = rng.standard_normal((4_000_000, 4)).astype(np.float32)
     small = rng.standard_normal((4, 4)).astype(np.float32)
-    ours_mm, numpy_mm = side_by_side(lambda: ops.matmul(tall, small), lambda: tall @ small, repeat=9)
+    ours_mm, numpy_mm = fastest(lambda: ops.matmul(tall, small), lambda: tall @ small, repeat=9)
     report("matmul (4e6 x 4) @ (4 x 4): ours / numpy @", ours_mm / numpy_mm, "<= 1.2", ours_mm / numpy_mm <= 1.2)
     tile, mix = tall[:8].copy(), small
-    calls = 20_000
     ops.matmul(tile, mix)
-
-    def per_call(fn: Callable[[], object]) -> Callable[[], None]:
-        def loop() -> None:
-            for _ in range(calls):
-                fn()
-        return loop
-
-    tiny_ours, tiny_numpy = side_by_side(per_call(lambda: ops.matmul(tile, mix)),
-                                         per_call(lambda: tile @ mix), repeat=5)
-    per_tile = tiny_ours / calls * 1e6
+    tiny = side_by_side({"ops": lambda: ops.matmul(tile, mix), "numpy": lambda: tile @ mix}, 5, each=20_000)
+    per_tile = tiny["ops"].best * 1e6
     report("matmul (8 x 4) @ (4 x 4) through ops: us per call", per_tile, "<= 5", per_tile <= 5)
-    report("matmul (8 x 4) @ (4 x 4) numpy @ alone: us per call", tiny_numpy / calls * 1e6, "(reference)", True)
+    report("matmul (8 x 4) @ (4 x 4) numpy @ alone: us per call", tiny["numpy"].best * 1e6, "(reference)", True)
 
     # 5. import cost
     overhead, heavy = import_overhead_ms()

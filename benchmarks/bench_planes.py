@@ -32,32 +32,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _answers import first_difference  # the benchmarks' bit-for-bit check, beside this file
+from _timing import side_by_side  # the benchmarks' one timer, beside this file
 
-from spacr_accel_core import ops, patch, warm_up
-from spacr_accel_core.dispatch._registry import REGISTRY
-from spacr_accel_core.patch._calls import first_difference
-from spacr_accel_core.patch._install import original_of
+from spacr_accel_core import ops, patch, plugins, warm_up
 from spacr_accel_core.testing import sbs_field
 
 
 def _side_by_side(theirs: Callable[[], Any], mine: Callable[[], Any], repeat: int) -> tuple[float, Any, float, Any]:
-    """The best of ``repeat`` interleaved runs of each: a fresh output's page faults and a shared
-    machine's noise fall on both sides alike, never on whichever ran first."""
-    best_theirs = best_mine = float("inf")
-    expected = got = None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        expected = theirs()
-        best_theirs = min(best_theirs, time.perf_counter() - started)
-        started = time.perf_counter()
-        got = mine()
-        best_mine = min(best_mine, time.perf_counter() - started)
-    return best_theirs, expected, best_mine, got
+    """The best of ``repeat`` interleaved runs of each, and each side's last answer: a fresh output's
+    page faults and a shared machine's noise fall on both sides alike, never on whichever ran first."""
+    timed = side_by_side({"theirs": theirs, "mine": mine}, repeat)
+    return timed["theirs"].best, timed["theirs"].answer, timed["mine"].best, timed["mine"].answer
+
+
+def _serving(operation: str) -> list[str]:
+    """The backends that can run ``operation`` here, best first (the floor last)."""
+    serves = {plugin.name for plugin in plugins() if operation in plugin.operations}
+    return [name for name in ops.accelerated_backends() if name in serves]
 
 
 def _same(got: Any, expected: Any, what: str) -> None:
@@ -111,10 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     shifts = rng.integers(-12, 13, size=(len(planes), 2))
     rows: list[tuple[str, float, float]] = []
 
+    own_translate, own_score = spacr_cycles._translate, spacr_sbs.estimate_read_locations  # before the patch
+    own_align = spacr_cycles.align_field
     assert patch.install()
     try:
         translate, score = spacr_cycles._translate, spacr_sbs.estimate_read_locations
-        own_translate, own_score = original_of(translate), original_of(score)
         spent_own, expected_moved, spent, got = _side_by_side(
             lambda: [own_translate(p, dy, dx) for p, (dy, dx) in zip(planes, shifts, strict=True)],
             lambda: [translate(p, dy, dx) for p, (dy, dx) in zip(planes, shifts, strict=True)], options.repeat)
@@ -132,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
         field = {cycle: [synthetic.read_plane(source) for source in sources]
                  for cycle, sources in synthetic.task["planes"].items()}
         align = spacr_cycles.align_field
-        own_align = original_of(align)
         spent_own, expected_field, spent, got_field = _side_by_side(
             lambda: own_align(field), lambda: align(field), options.repeat)
         difference = first_difference(got_field, expected_field)
@@ -148,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     def spacr_loop() -> list[np.ndarray]:
         return [own_translate(p, dy, dx) for p, (dy, dx) in zip(planes, shifts, strict=True)]
 
-    for name in REGISTRY.backend_names(operation="translate"):
+    for name in _serving("translate"):
         def moved(name: str = name) -> np.ndarray:
             return ops.translate(planes, shifts, backend=name)
         spent_own, _, spent, got = _side_by_side(spacr_loop, moved, options.repeat)
@@ -159,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return np.asarray(stack.std(axis=0).mean(axis=0))
 
     _same(numpy_score(), expected_score, "NumPy's own score")
-    for name in REGISTRY.backend_names(operation="spot_score"):
+    for name in _serving("spot_score"):
         def scored(name: str = name) -> np.ndarray:
             return ops.spot_score(stack, backend=name)
         spent_numpy, expected, spent, got = _side_by_side(numpy_score, scored, options.repeat)

@@ -12,8 +12,8 @@ and as the patch serves it (``patch.install()``; the registry's best backend, nu
 interleaved, the best of ``--repeat`` runs each. ``--backend`` forces one backend for the
 registry's operations (``numpy``: the floor).
 
-IDENTICAL OR NOT COUNTED. Every patched answer is compared bit for bit with spaCR's (the patch's
-own comparison); a difference is an error, not a row. The patch's report then says which backend
+IDENTICAL OR NOT COUNTED. Every patched answer is compared bit for bit with spaCR's; a difference is
+an error, not a row. The patch's report then says which backend
 served each call.
 
 Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
@@ -25,25 +25,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _answers import first_difference  # the benchmarks' bit-for-bit check, beside this file
+from _timing import side_by_side  # the benchmarks' one timer, beside this file
 
 from spacr_accel_core import config, patch, warm_up
-from spacr_accel_core.patch._calls import first_difference
-from spacr_accel_core.patch._install import original_of
 from spacr_accel_core.testing import anchor_field
-
-
-def _best(run: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, answer = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        answer = run()
-        best = min(best, time.perf_counter() - started)
-    return best, answer
 
 
 def _cases(quick: bool) -> list[tuple[str, str, Callable[[Callable[..., Any]], Any]]]:
@@ -66,6 +56,13 @@ def _cases(quick: bool) -> list[tuple[str, str, Callable[[Callable[..., Any]], A
     return cases
 
 
+def _function(where: str) -> Callable[..., Any]:
+    """The function ``module:name`` names, as its module holds it now."""
+    module_name, name = where.split(":")
+    found: Callable[..., Any] = getattr(importlib.import_module(module_name), name)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, the best kept (default 3)")
@@ -74,16 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     print("warm-up:", warm_up())
+    cases = _cases(args.quick)
+    owns = {where: _function(where) for _, where, _ in cases}  # spaCR's own, before the patch
     patch.install()
     rows = []
     order = {op: [args.backend] for op in ("attribute_reads", "count_within")} if args.backend else {}
     with config.override(operations=order) if order else contextlib.nullcontext():
-        for words, where, call in _cases(args.quick):
-            module_name, name = where.split(":")
-            module = importlib.import_module(module_name)
-            patched, own = getattr(module, name), original_of(getattr(module, name))
-            spacr_seconds, expected = _best(lambda c=call, o=own: c(o), args.repeat)
-            patched_seconds, got = _best(lambda c=call, p=patched: c(p), args.repeat)
+        for words, where, call in cases:
+            patched, own = _function(where), owns[where]
+            timed = side_by_side({"spacr": lambda c=call, o=own: c(o), "patched": lambda c=call, p=patched: c(p)},
+                                 args.repeat)
+            spacr_seconds, expected = timed["spacr"].best, timed["spacr"].answer
+            patched_seconds, got = timed["patched"].best, timed["patched"].answer
             found = first_difference(got, expected)
             if found:
                 raise SystemExit(f"{words}: the patched answer differs from spaCR's: {found}")

@@ -14,8 +14,8 @@ kernel loaded by the first call that needs it). ``--warm-first`` has the patched
 its compiled backends (``warm_up``) before the clock instead, and prints how long that took.
 
 IDENTICAL OR NOT COUNTED. Each process writes its answer; the parent compares the two bit for bit
-(the patch's own comparison: dtypes, shapes, bits, record fields, dictionaries key by key) and a
-difference is an error, not a row.
+(dtypes, shapes, bits, record fields, dictionaries key by key) and a difference is an error, not a
+row.
 
 FIELD AFTER FIELD. spaCR decodes a well's fields one after another in one process (or in each of a
 pool's workers), and merges a well's six anchor fields the same way: ``--fields N`` (default 3) runs
@@ -35,7 +35,6 @@ difference is what the patch adds to a served call (the argument reading, the ta
 pass-through checks), each side the fastest of 21 interleaved rounds of calls: noise only ever adds
 time, and a burst of it during one side's block must not read as the patch's cost.
 
-Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
 ``--cold`` gives each run a fresh, empty kernel cache folder and no warm-up: what the first process
 after an install sees, while numba compiles in the background.
 
@@ -44,15 +43,46 @@ its time: on a virtual machine whose free memory goes back to the host, faulting
 in again is a large and uneven part of a decode, on both sides. ``--keep-memory`` runs both processes
 with ``patch.keep_freed_memory()`` (glibc keeps what it frees), which takes that part out.
 
+NUMBA'S COLD START (``--cold-start [CASE ...]``, every case when none is named): what a process sees
+before, while and after the kernels compile, on the decode of one field, each case in fresh
+processes with a fresh kernel cache (``NUMBA_CACHE_DIR``), with no warm-up: each patched answer is
+compared bit for bit with spaCR's (a difference is an error, not a row).
+
+(a) FIRST PROCESS AFTER AN INSTALL. A fresh cache, nothing compiled: the patched decode against
+    spaCR alone, and how long the detached compiler the process started needed to finish after the
+    process exited (the compiler's lock in the cache folder says when).
+(b) THE SECOND PROCESS. The same cache: one started as soon as the first exited (its compiler still
+    running), and one after the compiler finished (every kernel loads from the cache). ``b`` runs
+    ``a`` first: it needs the cache ``a`` fills.
+(c) ``spacr-accel warm`` FIRST. A fresh cache, the command timed, then the patched decode.
+(d) THE FLOOR, PER OPERATION. The decode's own arguments, captured from spaCR's decode of the same
+    field (the anchor field's for ``seed_by_scaled_pairs``; the field's nuclei against a jittered
+    copy for ``match_cells``' nearest neighbours), each seam the patch installs timed under
+    ``config.override(backends=["numpy"], only=True)`` against spaCR's own function, interleaved
+    rounds, the fastest of each side. The seams served only above the floor (``gaussian_laplace``,
+    ``_translate``, ``_clipped``) hand these calls to spaCR: their rows are "spaCR's own".
+(e) THE FLOOR WHILE THE COMPILER RUNS. One floor-served call (``phase_correlate`` on a field's
+    pair) on an idle machine and beside a fresh-cache compiler (started in a throwaway cache), in
+    interleaved rounds: the compiler is paused (``SIGSTOP``) for the idle rounds.
+(f) EIGHT SPAWNED WORKERS on a fresh cache, started together, each making a numba-wanted call and
+    waiting for the kernels: the functions numba compiled, in the compiler (the ledger's
+    ``compiled``) and in each worker (its dispatchers' cache misses).
+
+Needs spaCR (``pip install -r benchmarks/requirements-peers.txt``).
+
 Run: ``python benchmarks/bench_spacr.py [--quick] [--cold] [--keep-memory] [--warm-first] [--repeat 1]
-[--fields 3] [--only decode|align] [--overhead]``.
+[--fields 3] [--only decode|align] [--overhead]``, or ``python benchmarks/bench_spacr.py --cold-start
+[a b c d e f] [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import pickle
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -63,6 +93,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _answers import first_difference  # the benchmarks' bit-for-bit check, beside this file
+from _timing import clocked, rounds, side_by_side  # the benchmarks' one timer, beside this file
 
 STEPS: dict[str, tuple[tuple[str, str], ...]] = {
     "decode": (
@@ -116,18 +148,14 @@ def _timed_steps(case: str) -> dict[str, list[float]]:
         label = f"{module_name}.{name}"
         total = seconds.setdefault(label, [0.0, 0.0])
 
-        def clocked(*args: Any, _inner: Callable[..., Any] = original, _total: list[float] = total,
-                    **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return _inner(*args, **kwargs)
-            finally:
-                _total[0] += time.perf_counter() - start
-                _total[1] += 1
+        def spent(took: float, _total: list[float] = total) -> None:
+            _total[0] += took
+            _total[1] += 1
 
+        timed = clocked(original, spent)
         for module in loaded:
             if getattr(module, name, None) is original:
-                setattr(module, name, clocked)
+                setattr(module, name, timed)
     return seconds
 
 
@@ -264,21 +292,19 @@ def _steps_table(plain: dict[str, Any], patched: dict[str, Any]) -> list[str]:
 def compare(case: str, quick: bool, repeat: int, fields: int) -> float:
     """Run one case in ``repeat`` pairs of processes, ``fields`` runs each; print its table and
     return the median ratio of the later fields (of the first, where each process ran one)."""
-    from spacr_accel_core.patch._calls import first_difference
+    def identical(_: int, runs: dict[str, dict[str, Any]]) -> None:
+        for number, (mine, theirs) in enumerate(zip(runs["patched"]["runs"], runs["spacr"]["runs"], strict=True),
+                                                start=1):
+            difference = first_difference(mine["answer"], theirs["answer"], case)
+            if difference is not None:
+                raise SystemExit(f"{case}, run {number}: the patched answer differs from spaCR's: {difference}")
 
-    pairs = []
     with tempfile.TemporaryDirectory(prefix="bench-spacr-") as name:
         folder = Path(name)
-        for attempt in range(repeat):
-            # alternate which runs first, so a machine warming up or slowing down favours neither
-            order = ("spacr", "patched") if attempt % 2 == 0 else ("patched", "spacr")
-            runs = {mode: _run_child(case, mode, quick, fields, folder) for mode in order}
-            for number, (mine, theirs) in enumerate(zip(runs["patched"]["runs"], runs["spacr"]["runs"],
-                                                        strict=True), start=1):
-                difference = first_difference(mine["answer"], theirs["answer"], case)
-                if difference is not None:
-                    raise SystemExit(f"{case}, run {number}: the patched answer differs from spaCR's: {difference}")
-            pairs.append((runs["spacr"], runs["patched"]))
+        # alternate which runs first, so a machine warming up or slowing down favours neither
+        sides = rounds({mode: (lambda mode=mode: _run_child(case, mode, quick, fields, folder))
+                        for mode in ("spacr", "patched")}, repeat, alternate=True, after=identical)
+    pairs = list(zip(sides["spacr"], sides["patched"], strict=True))
 
     def totals(side: dict[str, Any], later: bool) -> float:
         chosen = side["runs"][1:] if later else side["runs"][:1]
@@ -322,25 +348,432 @@ def overhead(calls: int = 20_000) -> None:
     ops.maximum_filter(field, 3)
     ops_accel.maximum_filter(field, 3)
 
-    def rounds(*functions: Callable[[], Any], count: int = 21) -> list[float]:
-        # Interleaved rounds, the fastest of each kept: a shared machine's noise only ever adds time,
-        # and one that strikes one side's block of calls must not read as the patch's cost.
-        best = [float("inf")] * len(functions)
-        each = calls // count
-        for _ in range(count):
-            for slot, function in enumerate(functions):
-                start = time.perf_counter()
-                for _ in range(each):
-                    function()
-                best[slot] = min(best[slot], (time.perf_counter() - start) / each)
-        return best
-
-    direct, seam = rounds(lambda: ops.maximum_filter(field, 3), lambda: ops_accel.maximum_filter(field, 3))
+    # Interleaved rounds of blocks of calls, the fastest of each kept: a shared machine's noise only
+    # ever adds time, and one that strikes one side's block of calls must not read as the patch's cost.
+    count = 21
+    timed = side_by_side({"direct": lambda: ops.maximum_filter(field, 3),
+                          "seam": lambda: ops_accel.maximum_filter(field, 3)}, count, each=calls // count)
+    direct, seam = timed["direct"].best, timed["seam"].best
     patch.uninstall()
-    (spacr_own,) = rounds(lambda: ops_accel.maximum_filter(field, 3))
+    own = side_by_side({"own": lambda: ops_accel.maximum_filter(field, 3)}, count, each=calls // count)
+    spacr_own = own["own"].best
     print(f"\noverhead: spacr.ops_accel.maximum_filter on a 16x16 field, size 3: patched {seam * 1e6:.1f} us, "
           f"the registry's ops.maximum_filter directly {direct * 1e6:.1f} us, so the patch adds "
           f"{(seam - direct) * 1e6:.1f} us a call (spaCR's own function, unpatched: {spacr_own * 1e6:.1f} us)")
+
+
+# ---- numba's cold start ---------------------------------------------------------------------------
+
+
+_ROOTS: list[str] = []
+"""The fresh cache folders the cold-start cases made, removed at the end."""
+
+
+def _fresh_root() -> str:
+    root = tempfile.mkdtemp(prefix="bench-cold-cache-")
+    _ROOTS.append(root)
+    return root
+
+
+def _cold_env(root: str, **extra: str) -> dict[str, str]:
+    """The children's environment (no patch variable) with its own kernel cache."""
+    return {**_env(), "NUMBA_CACHE_DIR": root, **extra}
+
+
+def _folder(root: str) -> Path:
+    """The folder numba (and the detached compiler) uses for this package under ``root``."""
+    from spacr_accel_numba import _compiler
+
+    return Path(root) / _compiler._subpath(_compiler._PACKAGE)
+
+
+def _kernels() -> int:
+    from spacr_accel_numba import _warm
+
+    return len(_warm._jobs())
+
+
+# ---- (a), (b), (c): the decode in fresh processes -------------------------------------------------
+
+
+def _cold_decode(mode: str, root: str, quick: bool, folder: Path) -> dict[str, Any]:
+    """One decode in a fresh process (the comparison's own child, ``--cold``: no warm-up, one field):
+    the child's record, with that field's ``total`` and ``answer`` and the process's ``wall`` time."""
+    out = folder / f"decode-{mode}-{time.monotonic_ns()}.pickle"
+    command = [sys.executable, __file__, "--child", "decode", mode, str(out), "--cold", "--fields", "1"]
+    command += ["--quick"] if quick else []
+    began = time.perf_counter()
+    subprocess.run(command, env=_cold_env(root), check=True, timeout=3600)
+    wall = time.perf_counter() - began
+    with out.open("rb") as source:
+        answer: dict[str, Any] = pickle.load(source)  # our own child's file, just written
+    field = answer["runs"][0]
+    answer.update(total=field["total"], answer=field["answer"], wall=wall)
+    return answer
+
+
+def _same(patched: dict[str, Any], alone: dict[str, Any], what: str) -> None:
+    difference = first_difference(patched["answer"], alone["answer"], "decode")
+    if difference is not None:
+        raise SystemExit(f"({what}) the patched answer differs from spaCR's: {difference}")
+
+
+def _served_line(report: str) -> str:
+    """The patch report's "served by numba / numpy (numba still compiling)" counts, in one line."""
+    counts: dict[str, int] = {}
+    for line in report.splitlines():
+        words = line.strip()
+        if words.startswith(("served by ", "spaCR's own")):
+            label, _, rest = words.rpartition(": ")
+            calls = int(rest.split()[0])
+            key = label.removeprefix("served by ")
+            key = "spaCR's own" if key.startswith("spaCR's own") else key
+            counts[key] = counts.get(key, 0) + calls
+    return ", ".join(f"{key} {calls}" for key, calls in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _cold_row(label: str, patched: dict[str, Any], alone: float, target: float) -> str:
+    ratio = patched["total"] / alone
+    mark = "" if ratio <= target else f"  OVER the target {target:.1f}x"
+    return (f"  {label:<52} decode {patched['total']:6.2f} s ({ratio:4.2f}x spaCR){mark}; "
+            f"process {patched['wall']:6.2f} s\n      calls: {_served_line(patched['report'])}")
+
+
+def _wait_compiler(folder: Path, total: int) -> float:
+    """Seconds until the compiler holding ``folder``'s lock is done (it may start a moment late)."""
+    from spacr_accel_numba import _compiler
+
+    began = time.perf_counter()
+    while True:
+        listed = _compiler.read_ledger(folder)
+        if not _compiler.compiling(folder) and (len(listed) >= total or time.perf_counter() - began > 10):
+            return time.perf_counter() - began
+        time.sleep(0.2)
+
+
+def _ledger_line(folder: Path) -> str:
+    from spacr_accel_numba import _compiler
+
+    listed = _compiler.read_ledger(folder)
+    failed = [name for name, entry in listed.items() if entry.failed]
+    return (f"the ledger lists {len(listed)} of {_kernels()} kernels, {sum(e.seconds for e in listed.values()):.1f} s "
+            f"of the compiler's own, {sum(e.compiled for e in listed.values())} functions compiled"
+            + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+
+
+def case_ab(quick: bool, scratch: Path, with_b: bool) -> None:
+    root = _fresh_root()
+    folder = _folder(root)
+    alone = _cold_decode("spacr", root, quick, scratch)
+    first = _cold_decode("patched", root, quick, scratch)
+    exited = time.perf_counter()
+    _same(first, alone, "a")
+    from spacr_accel_numba import _compiler
+
+    running = _compiler.compiling(folder)
+    print(f"\n(a) the first process after a fresh install (empty kernel cache, no warm-up); spaCR alone "
+          f"{alone['total']:.2f} s (process {alone['wall']:.2f} s); identical answers")
+    print(_cold_row("patched, first process", first, alone["total"], 1.0))
+    print("\n".join(_steps_table(alone, first)))
+    immediate = None
+    if with_b:
+        immediate = _cold_decode("patched", root, quick, scratch)
+        _same(immediate, alone, "b")
+    _wait_compiler(folder, _kernels())
+    done = time.perf_counter() - exited
+    print(f"  the detached compiler (running at exit: {running}) finished {done:.1f} s after the first process "
+          f"exited" + (" (the immediate second process below ran beside it for its first "
+                       f"{immediate['wall']:.1f} s)" if immediate else "")
+          + f"; {_ledger_line(folder)}")
+    if not with_b or immediate is None:
+        return
+    second = _cold_decode("patched", root, quick, scratch)
+    _same(second, alone, "b")
+    again = _cold_decode("spacr", root, quick, scratch)
+    both = statistics.median([alone["total"], again["total"]])
+    print(f"\n(b) the second process, the cache the first one's compiler filled; spaCR alone {alone['total']:.2f}, "
+          f"{again['total']:.2f} s (median {both:.2f} s); identical answers")
+    print(_cold_row("patched, started as the first exited (compiler running)", immediate, both, 0.6))
+    print(_cold_row("patched, after the compiler finished", second, both, 0.6))
+    print("\n".join(_steps_table(again, second)))
+
+
+def case_c(quick: bool, scratch: Path) -> None:
+    root = _fresh_root()
+    began = time.perf_counter()
+    warm = subprocess.run([sys.executable, "-m", "spacr_accel_core", "warm"], env=_cold_env(root), check=False,
+                          capture_output=True, text=True, timeout=3600)
+    seconds = time.perf_counter() - began
+    patched = _cold_decode("patched", root, quick, scratch)
+    alone = _cold_decode("spacr", root, quick, scratch)
+    _same(patched, alone, "c")
+    line = next((text for text in warm.stdout.splitlines() if text.startswith("numba")), warm.stdout.strip())
+    print(f"\n(c) a fresh cache, then `spacr-accel warm` ({seconds:.1f} s, exit {warm.returncode}: {line}), then the "
+          f"decode; spaCR alone {alone['total']:.2f} s; identical answers")
+    print(_cold_row("patched, after spacr-accel warm", patched, alone["total"], 0.6))
+
+
+# ---- (d): the floor against spaCR's own, operation by operation ----------------------------------
+
+
+_CAPTURED = (
+    ("phase_correlate", "spacr.ops_cycles", "phase_correlate"),
+    ("extract_bases (window_maxima)", "spacr.ops_sbs", "extract_bases"),
+    ("find_peaks' maximum_filter", "spacr.ops_accel", "maximum_filter"),
+    ("minimum_filter (the spot score's)", "scipy.ndimage", "minimum_filter"),
+    ("sbs_mean_target", "spacr.ops_cycles", "sbs_mean_target"),
+    ("estimate_read_locations (spot_score)", "spacr.ops_sbs", "estimate_read_locations"),
+    ("attribute_reads", "spacr.ops_sbs", "attribute_reads"),
+    ("seed_by_scaled_pairs (count_within)", "spacr.ops_phenotype", "seed_by_scaled_pairs"),
+    ("gaussian_laplace", "scipy.ndimage", "gaussian_laplace"),
+    ("_translate", "spacr.ops_cycles", "_translate"),
+    ("_clipped", "spacr.ops_cycles", "_clipped"),
+)
+"""(row, module, name): the calls captured from spaCR's own decode (and alignment)."""
+
+_SCOPED = {"minimum_filter", "gaussian_laplace"}
+"""Served inside ``_decode_field`` only, through its own ``from scipy import ndimage``."""
+
+
+def floor_child(quick: bool, out: Path) -> None:
+    """(d) in one fresh interpreter: capture spaCR's calls, then time each side by side."""
+    import importlib
+
+    from spacr import ops_engine, ops_merge, ops_phenotype
+
+    from spacr_accel_core import config, patch
+    from spacr_accel_core.testing import anchor_field, sbs_field
+
+    size = 512 if quick else 1480
+    keep = 44 if quick else 11  # calls kept per function (phase_correlate keeps all 43 pairs)
+    field = sbs_field(size=size, spots=2 * size, nuclei=600 if not quick else 150)
+    ops_engine._read_plane = field.read_plane
+    ops_engine._init_decode_worker(frozenset())
+    captured: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {row: [] for row, _, _ in _CAPTURED}
+    originals: dict[str, Any] = {}
+    for row, module_name, name in _CAPTURED:
+        module = importlib.import_module(module_name)
+        original = getattr(module, name)
+        originals[row] = original
+        limit = 43 if name == "phase_correlate" else keep
+
+        def capture(*args: Any, _row: str = row, _inner: Any = original, _limit: int = limit, **kwargs: Any) -> Any:
+            if len(captured[_row]) < _limit:
+                captured[_row].append((args, kwargs))
+            return _inner(*args, **kwargs)
+
+        setattr(module, name, capture)
+    anchor = anchor_field(sources=300, targets=900) if quick else anchor_field()
+    ops_engine._decode_field(field.task)
+    ops_phenotype.align_phenotype_to_sbs(anchor.source, anchor.target, expected_scale=anchor.scale)
+    for row, module_name, name in _CAPTURED:
+        setattr(importlib.import_module(module_name), name, originals[row])
+    rng = np.random.default_rng(1)
+    centroids = np.asarray(field.task["centroids"], float)
+    jittered = centroids + rng.normal(0.0, 0.7, centroids.shape)
+
+    patch.install()
+    # The scoped seams as _decode_field meets them: its own builtins' import hands it the patch's
+    # ndimage (the served functions), which is what its `from scipy import ndimage` finds.
+    scoped = ops_engine._decode_field.__builtins__["__import__"]("scipy", None, None, ("ndimage",), 0).ndimage
+    seams: dict[str, Any] = {}
+    for row, module_name, name in _CAPTURED:
+        if name in _SCOPED:
+            seams[row] = getattr(scoped, name)
+        else:
+            seams[row] = getattr(importlib.import_module(module_name), name)
+    repeat = 3
+    rows = []
+    with config.override(backends=["numpy"], only=True):
+        plan: list[tuple[str, Any, Any, list[tuple[tuple[Any, ...], dict[str, Any]]]]] = [
+            (row, seams[row], originals[row], captured[row]) for row, _, _ in _CAPTURED]
+        plan.insert(7, ("match_cells' nearest_neighbours", ops_merge.match_cells,
+                        None, [((jittered, centroids), {"gpu": False})]))
+        for row, seam, original, calls in plan:
+            if not calls:
+                rows.append((row, 0, float("nan"), float("nan"), "no call captured"))
+                continue
+
+            def each(function: Any, given: list[tuple[tuple[Any, ...], dict[str, Any]]] = calls) -> Callable[[], Any]:
+                return lambda: [function(*a, **k) for a, k in given]
+
+            patch.reset()
+            if original is None:  # match_cells: spaCR's own is the same function, the patch taken out
+                timed = side_by_side({"served": each(seam), "own": each(seam)}, repeat,
+                                     before={"served": patch.install, "own": patch.uninstall})
+                patch.install()
+            else:
+                timed = side_by_side({"served": each(seam), "own": each(original)}, repeat)
+            served, own = timed["served"].best, timed["own"].best
+            how = "; ".join(f"{backend} {count}" for seam_report in patch.report().seams
+                            for backend, count, _ in seam_report.served)
+            passed = "; ".join(f"spaCR's own ({reason}) {count}" for seam_report in patch.report().seams
+                               for reason, count, _ in seam_report.passed)
+            rows.append((row, len(calls), served, own, "; ".join(filter(None, [how, passed]))))
+    with out.open("wb") as sink:
+        pickle.dump(rows, sink)
+
+
+def case_d(quick: bool, scratch: Path) -> None:
+    out = scratch / "floor.pickle"
+    command = [sys.executable, __file__, "--floor-child", str(out)] + (["--quick"] if quick else [])
+    # The environment as well as the override: a context override does not reach the threads a seam
+    # starts (seed_by_scaled_pairs scores on a worker thread), the environment reaches every thread.
+    floor = _cold_env(_fresh_root(), SPACR_ACCEL_BACKENDS="numpy", SPACR_ACCEL_ONLY="1")
+    subprocess.run(command, env=floor, check=True, timeout=3600)
+    with out.open("rb") as source:
+        rows = pickle.load(source)  # our own child's file, just written
+    print(f"\n(d) the NumPy floor through the patch (config.override(backends=['numpy'], only=True), and "
+          f"SPACR_ACCEL_BACKENDS=numpy SPACR_ACCEL_ONLY=1 for the seams' own threads) against "
+          f"spaCR's own function, on the decode's own arguments ({'512' if quick else '1480'}^2 field), the "
+          f"fastest of 3 interleaved rounds")
+    print(f"    {'operation':<38} {'calls':>5} {'patched s':>10} {'spaCR s':>9} {'ratio':>6}  served")
+    for row, calls, served, own, how in rows:
+        ratio = served / own if own else float("nan")
+        own_row = how.startswith("spaCR's own") and "numpy" not in how
+        mark = "" if not ratio > 1.0 else ("  (spaCR's own: noise)" if own_row else "  OVER 1.0")
+        label = f"{row} [spaCR's own]" if own_row else row
+        print(f"    {label:<38} {calls:>5} {served:>10.4f} {own:>9.4f} {ratio:>6.2f}  {how}{mark}")
+
+
+# ---- (e): the floor beside a running compiler -----------------------------------------------------
+
+
+def busy_child(quick: bool, out: Path) -> None:
+    """(e): phase_correlate through the patch on the floor, the compiler paused and running in turns."""
+    from spacr import ops_cycles
+
+    from spacr_accel_core import config, patch
+    from spacr_accel_core.testing import sbs_field
+    from spacr_accel_numba import _compiler
+
+    size = 512 if quick else 1480
+    field = sbs_field(size=size, spots=2 * size, nuclei=150)
+    first, second = field.planes[(0, 0)], field.planes[(1, 0)]
+    patch.install()
+    folder = _compiler.cache_folder()
+    if folder is None or not _compiler.start(folder):
+        raise SystemExit("(e) could not start a compiler in the throwaway cache")
+    child = _compiler._child
+    assert child is not None
+    time.sleep(3.0)  # the compiler imports numba and starts its first kernel
+    calls = 5 if quick else 3
+
+    def compiler(signal_number: int) -> Callable[[], None]:
+        def step() -> None:
+            os.kill(child.pid, signal_number)
+            time.sleep(0.2)
+        return step
+
+    with config.override(backends=["numpy"], only=True):
+        ops_cycles.phase_correlate(first, second)
+        timed = side_by_side({"idle": lambda: ops_cycles.phase_correlate(first, second),
+                              "busy": lambda: ops_cycles.phase_correlate(first, second)}, 5, each=calls,
+                             before={"idle": compiler(signal.SIGSTOP), "busy": compiler(signal.SIGCONT)})
+    idle, busy = list(timed["idle"].wall), list(timed["busy"].wall)
+    listed = len(_compiler.read_ledger(folder))
+    still = child.poll() is None
+    os.kill(child.pid, signal.SIGCONT)
+    if still:
+        child.terminate()  # our own compiler of a throwaway cache: its work is not needed
+        child.wait(30)
+    served = "; ".join(f"{backend} {count}" for seam in patch.report().seams for backend, count, _ in seam.served)
+    with out.open("wb") as sink_file:
+        pickle.dump({"idle": idle, "busy": busy, "listed": listed, "still": still, "served": served,
+                     "size": size}, sink_file)
+
+
+def case_e(quick: bool, scratch: Path) -> None:
+    out = scratch / "busy.pickle"
+    command = [sys.executable, __file__, "--busy-child", str(out)] + (["--quick"] if quick else [])
+    subprocess.run(command, env=_cold_env(_fresh_root()), check=True, timeout=3600)
+    with out.open("rb") as source:
+        got = pickle.load(source)  # our own child's file, just written
+    ratio = min(got["busy"]) / min(got["idle"])
+    mark = "" if ratio <= 1.2 else "  OVER the target 1.2x"
+    print(f"\n(e) phase_correlate on a {got['size']}^2 pair through the patch, the NumPy floor only ({got['served']}), "
+          f"5 interleaved rounds: compiler paused {min(got['idle']) * 1e3:.1f} ms (median "
+          f"{statistics.median(got['idle']) * 1e3:.1f}), compiler running {min(got['busy']) * 1e3:.1f} ms (median "
+          f"{statistics.median(got['busy']) * 1e3:.1f}): {ratio:.2f}x{mark}; the compiler had listed "
+          f"{got['listed']} kernels and was {'still running' if got['still'] else 'done'}")
+
+
+# ---- (f): eight spawned workers on one fresh cache ------------------------------------------------
+
+
+def _worker(slot: int) -> dict[str, Any]:
+    """One spawned worker: a numba-wanted call (a 2-D nearest neighbour search), then the kernels."""
+    began = time.perf_counter()
+    import spacr_accel_core
+    from spacr_accel_core import ops
+
+    points = np.random.default_rng(slot).random((2000, 2))
+    ops.nearest_neighbours(points, points[::-1].copy())
+    ready = spacr_accel_core.warm_up(timeout=1800)
+    from spacr_accel_numba import _compile_child
+
+    own = _compile_child._compiles(_compile_child._ours())
+    ops.nearest_neighbours(points, points[::-1].copy())
+    return {"ready": ready, "own": own, "seconds": time.perf_counter() - began,
+            "backend": getattr(spacr_accel_core.last_dispatch(), "backend", None)}
+
+
+def case_f() -> None:
+    root = _fresh_root()
+    saved = os.environ.get("NUMBA_CACHE_DIR")
+    os.environ["NUMBA_CACHE_DIR"] = root  # the spawned workers inherit it
+    try:
+        context = multiprocessing.get_context("spawn")
+        began = time.perf_counter()
+        with context.Pool(8) as pool:
+            results = pool.map(_worker, range(8))
+        seconds = time.perf_counter() - began
+    finally:
+        if saved is None:
+            os.environ.pop("NUMBA_CACHE_DIR", None)
+        else:
+            os.environ["NUMBA_CACHE_DIR"] = saved
+    from spacr_accel_numba import _compiler
+
+    folder = _folder(root)
+    _wait_compiler(folder, _kernels())
+    listed = _compiler.read_ledger(folder)
+    in_ledger = sum(entry.compiled for entry in listed.values())
+    own = [result["own"] for result in results]
+    print(f"\n(f) eight spawned workers started together on a fresh cache, each a numba-wanted call then the "
+          f"warm-up: all done in {seconds:.1f} s; {_ledger_line(folder)}; each worker's own compiles "
+          f"{own} (total {in_ledger + sum(own)} = the ledger's {in_ledger} + the workers' {sum(own)}); ready in "
+          f"{sum(all(r['ready'].values()) for r in results)} of 8; backends after: "
+          f"{sorted({r['backend'] for r in results})}")
+
+
+COLD_CASES = ("a", "b", "c", "d", "e", "f")
+"""numba's cold-start cases (see the module's docstring)."""
+
+
+def cold_start(cases: tuple[str, ...], quick: bool) -> None:
+    """The cold-start cases asked for, each in fresh processes with a fresh kernel cache."""
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs; "
+          f"{'512' if quick else '1480'}^2 field; each case in fresh processes with a fresh kernel cache "
+          f"({_kernels()} kernels)")
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as name:
+        scratch = Path(name)
+        try:
+            if "a" in cases or "b" in cases:
+                case_ab(quick, scratch, with_b="b" in cases)
+            if "c" in cases:
+                case_c(quick, scratch)
+            if "d" in cases:
+                case_d(quick, scratch)
+            if "e" in cases:
+                case_e(quick, scratch)
+            if "f" in cases:
+                case_f()
+        finally:
+            for root in _ROOTS:
+                shutil.rmtree(root, ignore_errors=True)
+    print(f"\n(the run took {time.perf_counter() - began:.0f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,7 +790,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="both processes keep the memory they free (patch.keep_freed_memory)")
     parser.add_argument("--warm-first", action="store_true",
                         help="the patched process waits for its compiled backends before the clock")
+    parser.add_argument("--cold-start", nargs="*", choices=COLD_CASES, metavar="CASE",
+                        help="numba's cold start instead: the cases a to f (every one when none is named; "
+                             "b runs a first)")
     parser.add_argument("--child", nargs=3, metavar=("CASE", "MODE", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--floor-child", metavar="OUT", help=argparse.SUPPRESS)
+    parser.add_argument("--busy-child", metavar="OUT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     global _COLD, _KEEP_MEMORY, _WARM_FIRST  # switches read in the parent and in each child
     _COLD, _KEEP_MEMORY, _WARM_FIRST = args.cold, args.keep_memory, args.warm_first
@@ -365,11 +803,20 @@ def main(argv: list[str] | None = None) -> int:
         case, mode, out = args.child
         child(case, mode, args.quick, max(1, args.fields), Path(out))
         return 0
+    if args.floor_child:
+        floor_child(args.quick, Path(args.floor_child))
+        return 0
+    if args.busy_child:
+        busy_child(args.quick, Path(args.busy_child))
+        return 0
     try:
         import spacr  # noqa: F401  # only whether it is there
     except ImportError:
         print("spaCR is not installed: pip install -r benchmarks/requirements-peers.txt", file=sys.stderr)
         return 2
+    if args.cold_start is not None:
+        cold_start(tuple(args.cold_start) or COLD_CASES, args.quick)
+        return 0
     if args.overhead:
         overhead()
         return 0

@@ -35,9 +35,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from _timing import clocked, rounds  # the benchmarks' one timer, beside this file
 
 HERE = Path(__file__).resolve().parent
 
@@ -68,32 +69,18 @@ def child(plan: dict[str, Any], out: Path) -> None:
     fields: list[float] = []
 
     def clock(name: str, into: Any) -> None:
-        inner = getattr(ops_engine, name)
-
-        def clocked(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                into(time.perf_counter() - start)
-
-        setattr(ops_engine, name, clocked)
+        setattr(ops_engine, name, clocked(getattr(ops_engine, name), into))
 
     for phase, name in (("stitch", "_stitch"), ("phenotype", "_phenotype"), ("objects", "_objects"),
                         ("decode", "_decode")):
         clock(name, lambda spent, phase=phase: seconds.__setitem__(phase, seconds.get(phase, 0.0) + spent))
     if plan["workers"] == 1:  # spaCR decodes in this process: each field is timed (a pool pickles it by name)
         clock("_decode_field", fields.append)
-    connect = _cluster._connection.client
+    def started(spent: float) -> None:
+        seconds["cluster_start"] = seconds.get("cluster_start", 0.0) + spent
 
-    def connecting(address: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return connect(address)
-        finally:
-            seconds["cluster_start"] = seconds.get("cluster_start", 0.0) + time.perf_counter() - start
-
-    _cluster._connection.client = connecting  # type: ignore[method-assign]  # the start of local:N, timed
+    # the start of local:N, timed
+    _cluster._connection.client = clocked(_cluster._connection.client, started)  # type: ignore[method-assign]
     result = ops_engine.run_ops(plan["settings"], wells=plan["wells"], phases=plan["phases"], library=plan["library"])
     out.write_text(json.dumps({"db": result["db"], "seconds": seconds, "fields": fields,
                                "workers": patch.fields_on_workers()}))
@@ -154,16 +141,19 @@ def main(argv: list[str] | None = None) -> int:
                                        seed=args.seed)
         base = _side(spec, root, "objects", "1", 1, ["stitch", "phenotype", "objects"], None)
         one = _side(spec, root, "one", "1", 1, ["decode"], Path(base["db"]))
-        runs: dict[str, list[dict[str, Any]]] = {"pool": [], "cluster": []}
         words = {"pool": "1", "cluster": f"1,dask=local:{args.workers}"}
-        for turn in range(args.repeat):
-            for side in (("pool", "cluster") if turn % 2 == 0 else ("cluster", "pool")):
-                answer = _side(spec, root, f"{side}{turn}", words[side], args.workers, ["decode"], Path(base["db"]))
-                difference = bench_spacr_well.compare_databases(Path(answer["db"]), Path(one["db"]))
-                if difference is not None:
-                    print(f"{side}: the database differs from the one-process decode: {difference}")
-                    return 1
-                runs[side].append(answer)
+        turns = {side: iter(range(args.repeat)) for side in words}
+
+        def decode(side: str) -> dict[str, Any]:
+            answer = _side(spec, root, f"{side}{next(turns[side])}", words[side], args.workers, ["decode"],
+                           Path(base["db"]))
+            difference = bench_spacr_well.compare_databases(Path(answer["db"]), Path(one["db"]))
+            if difference is not None:
+                raise SystemExit(f"{side}: the database differs from the one-process decode: {difference}")
+            return answer
+
+        # alternate which side runs first, so a machine warming up or slowing down favours neither
+        runs = rounds({side: (lambda side=side: decode(side)) for side in words}, args.repeat, alternate=True)
         pool = min(run["seconds"]["decode"] for run in runs["pool"])
         cluster = min(run["seconds"]["decode"] for run in runs["cluster"])
         start = min(run["seconds"].get("cluster_start", 0.0) for run in runs["cluster"])

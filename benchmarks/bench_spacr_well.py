@@ -41,9 +41,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _timing import clocked, rounds  # the benchmarks' one timer, beside this file
 
 PHASES = ("stitch", "phenotype", "objects", "decode")
 """spaCR's phases, in the order ``run_ops`` runs them."""
@@ -93,16 +94,11 @@ def child(plan: dict[str, Any], out: Path) -> None:
         spacr_plate.install_threshold_model(ops_engine)
     seconds: dict[str, float] = {}
     for phase, name in _PHASE_FUNCTIONS.items():
-        inner = getattr(ops_engine, name)
 
-        def clocked(*args: Any, _inner: Callable[..., Any] = inner, _phase: str = phase, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return _inner(*args, **kwargs)
-            finally:
-                seconds[_phase] = seconds.get(_phase, 0.0) + time.perf_counter() - start
+        def spent(took: float, _phase: str = phase) -> None:
+            seconds[_phase] = seconds.get(_phase, 0.0) + took
 
-        setattr(ops_engine, name, clocked)
+        setattr(ops_engine, name, clocked(getattr(ops_engine, name), spent))
     profiler = cProfile.Profile() if plan["profile"] else None
     start = time.perf_counter()
     if profiler is not None:
@@ -333,32 +329,29 @@ def main(argv: list[str] | None = None) -> int:
             check=True,
             timeout=1800,
         )
-        pairs = []
-        runs = [(attempt, False) for attempt in range(args.repeat)]
-        runs += [] if args.no_profile else [(args.repeat, True)]
-        profiled: tuple[dict[str, Any], dict[str, Any]] | None = None
-        for attempt, profile in runs:
-            # alternate which side runs first, so a machine warming up or slowing down favours neither
-            order = ("spacr", "patched") if attempt % 2 == 0 else ("patched", "spacr")
-            tag = f"run{attempt}"
-            sides = {
-                mode: run_side(
-                    spec, mode, folder, workers=args.workers, cellpose=args.cellpose, profile=profile, tag=tag
-                )
-                for mode in order
-            }
+        total = args.repeat + (0 if args.no_profile else 1)  # the last pair profiled
+        attempts = {mode: iter(range(total)) for mode in ("spacr", "patched")}
+
+        def side(mode: str) -> dict[str, Any]:
+            attempt = next(attempts[mode])
+            return run_side(spec, mode, folder, workers=args.workers, cellpose=args.cellpose,
+                            profile=attempt == args.repeat, tag=f"run{attempt}")
+
+        def identical(attempt: int, sides: dict[str, dict[str, Any]]) -> None:
             difference = compare_databases(sides["patched"]["db"], sides["spacr"]["db"])
             if difference is not None:
-                print(f"run {attempt + 1}: the patched database differs from spaCR's: {difference}", file=sys.stderr)
-                return 1
-            if profile:
-                profiled = (sides["spacr"], sides["patched"])
-            else:
-                pairs.append((sides["spacr"], sides["patched"]))
+                raise SystemExit(f"run {attempt + 1}: the patched database differs from spaCR's: {difference}")
+
+        # alternate which side runs first, so a machine warming up or slowing down favours neither
+        done = rounds({mode: (lambda mode=mode: side(mode)) for mode in ("spacr", "patched")}, total,
+                      alternate=True, after=identical)
+        both = list(zip(done["spacr"], done["patched"], strict=True))
+        pairs = both[:args.repeat]
+        profiled = None if args.no_profile else both[-1]
         plain, patched = pairs[0]
         rows = _tables(plain["db"])
         print(
-            f"identical databases in all {len(runs)} pairs: "
+            f"identical databases in all {total} pairs: "
             + ", ".join(f"{name} {count:,} rows" for name, count in rows.items())
         )
         print(f"what spaCR found: {json.dumps(plain['counts'])}")

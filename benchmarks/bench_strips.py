@@ -3,8 +3,8 @@
 WHAT IS TIMED. ``spacr.ops_register.register_edge`` on pairs of neighbouring uint16 tiles, both
 axes, for each tile side asked (spaCR cuts a 30 % strip from each tile's touching edge and phase
 correlates the two strips: 115 x 384 for a 384 px tile, 444 x 1480 for the plate's 1480 px), as
-spaCR's own function and as the patch serves it (``patch.install()``), interleaved pair by pair,
-the best of ``--repeat`` rounds each. Every strip pair is new, as in a stitch (no reference
+spaCR's own function and as the patch serves it (``patch.install()``), interleaved, the best of
+``--repeat`` rounds each. Every strip pair is new, as in a stitch (no reference
 repeats). The patched side's first call in the process is timed apart: spaCR's own first call
 imports its card probes (torch), which both sides pay once.
 
@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _timing import side_by_side  # the benchmarks' one timer, beside this file
 
 from spacr_accel_core import patch
-from spacr_accel_core.patch._install import original_of
 
 
 def _tiles(size: int, count: int, seed: int) -> list[np.ndarray]:
@@ -41,14 +40,11 @@ def _tiles(size: int, count: int, seed: int) -> list[np.ndarray]:
     return [np.clip(canvas[:, k * step:k * step + size], 0, 65535).astype(np.uint16) for k in range(count)]
 
 
-def _timed(register: Callable[..., Any], pairs: list[tuple[np.ndarray, np.ndarray, str]],
-           overlap: int) -> tuple[float, list[Any]]:
-    """The seconds ``register`` takes over ``pairs``, and its answers."""
-    answers = []
-    start = time.perf_counter()
-    for first, second, axis in pairs:
-        answers.append(register(first, second, axis, expected_overlap=overlap, tolerance=3, gpu=False))
-    return time.perf_counter() - start, answers
+def _registered(register: Callable[..., Any], pairs: list[tuple[np.ndarray, np.ndarray, str]],
+                overlap: int) -> list[Any]:
+    """``register``'s answers over ``pairs``."""
+    return [register(first, second, axis, expected_overlap=overlap, tolerance=3, gpu=False)
+            for first, second, axis in pairs]
 
 
 def main() -> None:
@@ -58,15 +54,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="rounds (the best is kept)")
     options = parser.parse_args()
 
-    if not patch.install():
-        raise SystemExit("the patch found no spaCR it knows; nothing to compare")
     from spacr import ops_register
 
+    own = ops_register.phase_correlate  # spaCR's own, before the patch
+    if not patch.install():
+        raise SystemExit("the patch found no spaCR it knows; nothing to compare")
     register = ops_register.register_edge  # spaCR's own, calling whatever phase_correlate its module holds
     seam = ops_register.phase_correlate
 
     def spacrs(*args: Any, **kwargs: Any) -> Any:
-        ops_register.phase_correlate = original_of(seam)
+        ops_register.phase_correlate = own
         try:
             return register(*args, **kwargs)
         finally:
@@ -82,18 +79,13 @@ def main() -> None:
             pairs = [(a, b, axis) for a, b in itertools.pairwise(shown)]
             band = max(8, min(size, round(size * ops_register.STRIP_FRACTION)))
             strip = f"{band}x{size}" if axis == "vertical" else f"{size}x{band}"
-            first = time.perf_counter()
-            register(*pairs[0], expected_overlap=overlap, tolerance=3, gpu=False)
-            first = time.perf_counter() - first
-            best = {"spaCR": float("inf"), "patched": float("inf")}
-            for _ in range(options.repeat):
-                for name, call in (("spaCR", spacrs), ("patched", register)):
-                    seconds, answers = _timed(call, pairs, overlap)
-                    best[name] = min(best[name], seconds / len(pairs))
-                    if name == "spaCR":
-                        expected = answers
-                    elif answers != expected:
-                        raise SystemExit(f"{size} px {axis}: the patched registrations differ from spaCR's")
+            first = side_by_side({"first": lambda p=pairs[0], o=overlap: register(
+                *p, expected_overlap=o, tolerance=3, gpu=False)}, 1)["first"].best
+            timed = side_by_side({"spaCR": lambda p=pairs, o=overlap: _registered(spacrs, p, o),
+                                  "patched": lambda p=pairs, o=overlap: _registered(register, p, o)}, options.repeat)
+            if timed["patched"].answer != timed["spaCR"].answer:
+                raise SystemExit(f"{size} px {axis}: the patched registrations differ from spaCR's")
+            best = {name: timing.best / len(pairs) for name, timing in timed.items()}
             print(f"    {size:>5}  {axis:<10} {strip:>11}  {best['spaCR'] * 1e3:9.2f}  {best['patched'] * 1e3:10.2f}"
                   f"  {best['patched'] / best['spaCR']:5.2f}   (patched first call {first * 1e3:.1f} ms)")
     print(patch.report().format())

@@ -18,22 +18,10 @@ a target is missed or an answer differs.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 
 import numpy as np
-
-
-def best_of(repeats: int, work: Callable[[], object]) -> float:
-    """The fastest of ``repeats`` runs, in seconds (the least disturbed by other processes)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from _timing import fastest, side_by_side  # the benchmarks' one timer, beside this file
 
 
 def main() -> int:
@@ -62,8 +50,7 @@ def main() -> int:
     ours = ops.maximum_filter(field, args.size, backend="torch")
     agree_filter = np.array_equal(ours, pooled_filter().numpy()) and np.array_equal(
         ours, ops.maximum_filter(field, args.size, backend="numpy"))
-    pooled_f = best_of(2, pooled_filter)
-    ours_f = best_of(3, lambda: ops.maximum_filter(field, args.size, backend="torch"))
+    pooled_f, ours_f = fastest(pooled_filter, lambda: ops.maximum_filter(field, args.size, backend="torch"), repeat=3)
 
     n = args.points
     source = rng.uniform(0, 10_000, (n, 2)).astype(np.float32)
@@ -77,13 +64,10 @@ def main() -> int:
         distance.gather(1, index[:, None])
 
     cdist_chunk(0)  # warm-up
-    chunk_times = []
-    for k in range(args.cdist_chunks):
-        begin = time.perf_counter()
-        cdist_chunk(k * chunk)
-        chunk_times.append(time.perf_counter() - begin)
-    cdist_n = statistics.median(chunk_times) * (n / chunk)
-    ours_n = best_of(2, lambda: ops.nearest_neighbours(source, target, backend="torch"))
+    starts = iter(range(0, args.cdist_chunks * chunk, chunk))  # each timed run the next chunk
+    timed = side_by_side({"chunk": lambda: cdist_chunk(next(starts))}, args.cdist_chunks)
+    cdist_n = timed["chunk"].median * (n / chunk)
+    (ours_n,) = fastest(lambda: ops.nearest_neighbours(source, target, backend="torch"), repeat=2)
     index, distance = ops.nearest_neighbours(source, target, backend="torch")
     expected = ops.nearest_neighbours(source, target, backend="numpy")
     exact = np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])

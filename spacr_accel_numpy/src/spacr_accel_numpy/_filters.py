@@ -145,7 +145,8 @@ def _stripes(field: np.ndarray, out: np.ndarray, radii: tuple[int, int], stripe:
 NARROW = frozenset(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16))
 """Camera dtypes filtered as they are: every value is exact in float32 and the cast keeps order,
 so the window maximum commutes with the cast, and the passes move a half or a quarter of the bytes
-(a 2048 x 2048 uint16 field, size 5: measured in ``benchmarks/bench_peers.py``)."""
+(a 2048 x 2048 uint16 field, size 5: measured in ``benchmarks/bench_science.py --only
+maximum_filter``)."""
 
 
 def window_maximum(field: np.ndarray, size: int) -> np.ndarray:

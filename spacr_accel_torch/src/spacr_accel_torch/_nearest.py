@@ -30,7 +30,8 @@ backend's exactly, whatever ``chunk`` is.
 ON THE CPU (a call forced with ``backend="torch"``, or ``gpu=False`` with it) torch runs its own
 search, so the answer is reported as torch's because torch computed it. It is slower there than
 the NumPy backend's KD-tree (39-72 times on tight clusters beside far outliers, measured by
-``benchmarks/bench_ties.py``), which is why automatic dispatch offers torch only on a GPU.
+``benchmarks/bench_science.py --only ties``), which is why automatic dispatch offers torch only on
+a GPU.
 """
 
 from __future__ import annotations
