@@ -1,4 +1,4 @@
-"""The pair search's trials without spaCR's per-trial calls (``patch._pair_trials``): the draws
+"""The pair search's trials without spaCR's per-trial calls (``kit._pair_trials``): the draws
 replayed from the generator's stream against the generator's own calls, and each trial's annulus
 against the KD-tree's own ball query, in the tree's order."""
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial import cKDTree
 
-from spacr_accel_core.patch import _pair_trials
+from spacr_accel_core.kit import _pair_trials
 
 SIZES = st.one_of(st.integers(2, 9), st.integers(10, 3000), st.sampled_from([2**31 + 3, 3 * 2**30, 2**32 - 1]))
 """Sizes of the draws' ranges: tiny ones (a range of one value draws nothing), a field's, and ranges

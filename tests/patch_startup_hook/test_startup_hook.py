@@ -79,7 +79,7 @@ first = importlib.import_module(os.environ["FIRST"])
 loader = type(first.__spec__.loader).__qualname__, type(first.__loader__).__qualname__
 from spacr_accel_core import patch
 from spacr_accel_core.patch._table import SPACR_1_5
-names = [(s.module, s.attribute) for s in SPACR_1_5.seams]
+names = [(s.module, s.attribute) for s in SPACR_1_5.attributes]
 names += [(s.module, f) for s in SPACR_1_5.scoped for f in s.functions]
 replaced = [hasattr(getattr(importlib.import_module(m), a), "__spacr_accel_original__") for m, a in names]
 hooks = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == "ImportHook"]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spacr_accel_core import patch
-from spacr_accel_core.patch import _surface
+from spacr_accel_core.patch import _served_register
 
 
 @pytest.fixture
@@ -130,14 +130,14 @@ def test_another_thread_sees_spacrs_table_while_a_served_call_runs(unpatched: No
 
     first, second = _pair(3)
     inside, release = threading.Event(), threading.Event()
-    real = _surface.spacr_surface
+    real = _served_register.spacr_surface
 
     def held(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         inside.set()
         assert release.wait(60)
         return real(a, b)
 
-    monkeypatch.setattr(_surface, "spacr_surface", held)
+    monkeypatch.setattr(_served_register, "spacr_surface", held)
     expected_error = _outcome(lambda: ops_register.phase_correlate(first, second, backend="spacr_accel"))
     spacrs = ops_register._surface_numpy(first, second)
     assert patch.install()

@@ -3,13 +3,16 @@ left to spaCR; the variable, spawned workers and the command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import subprocess
 import sys
 import sysconfig
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,6 +30,15 @@ SEAMS = (("spacr.ops_accel", "maximum_filter"), ("spacr.ops_accel", "matmul"),
          ("spacr.ops_accel", "nearest_neighbours"), ("spacr.ops_register", "phase_correlate"),
          ("spacr.ops_cycles", "phase_correlate"), ("spacr.ops_sbs", "extract_bases"),
          ("spacr.ops_engine", "_decode_field"), ("spacr.ops_phenotype", "nuclear_points"))
+
+
+def _plant(monkeypatch: pytest.MonkeyPatch, seam: str, serve: Callable[..., Any]) -> None:
+    """The installed table with ``seam``'s way of serving replaced by ``serve`` (the wrapper reads
+    the table when the seam is made: install again after this)."""
+    installer = patch._installer
+    assert installer is not None
+    rows = tuple(dataclasses.replace(row, serve=serve) if row.name == seam else row for row in installer.table.seams)
+    monkeypatch.setattr(installer, "table", dataclasses.replace(installer.table, seams=rows))
 
 
 def _objects() -> dict[tuple[str, str], object]:
@@ -91,7 +103,7 @@ def test_scipy_is_replaced_only_inside_spacrs_functions(served_only: None) -> No
 def test_the_check_mode_raises_on_a_planted_difference(patched: None, monkeypatch: pytest.MonkeyPatch) -> None:
     from spacr import ops_accel
 
-    real = _served.SERVED["maximum_filter"]
+    real = _served.maximum_filter
 
     def off_by_one_ulp(*args: object, **kwargs: object) -> tuple[np.ndarray, str]:
         answer, backend = real(*args, **kwargs)
@@ -99,7 +111,7 @@ def test_the_check_mode_raises_on_a_planted_difference(patched: None, monkeypatc
         answer[3, 4] = np.nextafter(answer[3, 4], np.float32(np.inf))
         return answer, backend
 
-    monkeypatch.setitem(_served.SERVED, "maximum_filter", off_by_one_ulp)
+    _plant(monkeypatch, "spacr.ops_accel.maximum_filter", off_by_one_ulp)
     patch.uninstall()
     patch.install(check=True)  # the wrapper reads the table when the seam is made
     score = np.random.default_rng(2).random((20, 30), dtype=np.float32)
@@ -170,9 +182,9 @@ def test_scipys_arguments_the_registry_does_not_reproduce_go_to_scipy(function: 
     defaults = {"gaussian_laplace": {"sigma": 1.0}, "minimum_filter": {"size": 5}, "gaussian_filter": {"sigma": 1.0}}
     keywords = {**defaults[function], **arguments[1]}
     with pytest.raises(_served.PassThrough, match=reason.replace("(", r"\(")):
-        _served.SERVED[function](_field(""), **keywords)
+        getattr(_served, function)(_field(""), **keywords)
     with pytest.raises(_served.PassThrough, match="not a float32 ndarray"):
-        _served.SERVED[function](_field("float64"), **defaults[function])
+        getattr(_served, function)(_field("float64"), **defaults[function])
 
 
 def test_a_spacr_no_table_covers_or_no_spacr_at_all_is_patched_nowhere_with_a_warning() -> None:

@@ -118,8 +118,8 @@ def test_the_surface_is_spacrs_own_bits_with_the_reference_spectrum_kept(
     from spaCR's whole-array one."""
     from spacr import ops_register
 
-    from spacr_accel_core.patch import _surface
-    from spacr_accel_core.patch._surface import LAST_REFERENCE, spacr_surface
+    from spacr_accel_core.kit import _surface
+    from spacr_accel_core.kit._surface import LAST_REFERENCE, spacr_surface
 
     monkeypatch.setattr(_surface, "cpu_threads", lambda most=8: threads)
     monkeypatch.setattr(_surface, "_SPLIT_PIXELS", 64 * 64)  # these small pairs in bands too

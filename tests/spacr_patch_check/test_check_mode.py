@@ -5,6 +5,7 @@ caught; and a seam whose spaCR would find no usable backend raises spaCR's error
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import threading
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spacr_accel_core import patch
+from spacr_accel_core.patch import _served
 from spacr_accel_core.patch._calls import Modes, first_difference, make_wrapper
 from spacr_accel_core.patch._install import original_of
 from spacr_accel_core.patch._report import Tally
@@ -26,6 +28,15 @@ from spacr_accel_core.patch._report import Tally
 ALIGN = "spacr.ops_cycles.align_field"
 SEED = "spacr.ops_phenotype.seed_by_scaled_pairs"
 MAXIMUM = "spacr.ops_accel.maximum_filter"
+
+
+def _plant(monkeypatch: pytest.MonkeyPatch, seam: str, serve: Callable[..., Any]) -> None:
+    """The installed table with ``seam``'s way of serving replaced by ``serve`` (the wrapper reads
+    the table when the seam is made: install again after this)."""
+    installer = patch._installer
+    assert installer is not None
+    rows = tuple(dataclasses.replace(row, serve=serve) if row.name == seam else row for row in installer.table.seams)
+    monkeypatch.setattr(installer, "table", dataclasses.replace(installer.table, seams=rows))
 
 
 def _calls() -> dict[str, tuple[int, int]]:
@@ -112,16 +123,16 @@ def test_a_served_call_that_draws_otherwise_than_spacr_is_a_mismatch(patched: No
     spaCR's behaviour even where the answer's bits are."""
     from spacr import ops_phenotype
 
-    from spacr_accel_core.patch import _served
+    from spacr_accel_core.patch import _served_points
 
-    real = _served.SERVED["seed_by_scaled_pairs"]
+    real = _served_points.seed_by_scaled_pairs
 
     def one_draw_more(*args: Any, **kwargs: Any) -> tuple[Any, str]:
         answer = real(*args, **kwargs)
         kwargs["seed"].random()
         return answer
 
-    monkeypatch.setitem(_served.SERVED, "seed_by_scaled_pairs", one_draw_more)
+    _plant(monkeypatch, "spacr.ops_phenotype.seed_by_scaled_pairs", one_draw_more)
     patch.uninstall()
     patch.install(check=True)  # the wrapper reads the table when the seam is made
     source, target = _points(1)
@@ -246,9 +257,7 @@ def test_spacrs_python_warning_reaches_the_caller_once(patched: None, monkeypatc
     doubled nor lost."""
     from spacr import ops_accel
 
-    from spacr_accel_core.patch import _served
-
-    spacrs_try, real = ops_accel._try, _served.SERVED["maximum_filter"]
+    spacrs_try, real = ops_accel._try, _served.maximum_filter
 
     def warning_try(*args: Any, **kwargs: Any) -> Any:
         _warn_as_spacr()
@@ -259,7 +268,7 @@ def test_spacrs_python_warning_reaches_the_caller_once(patched: None, monkeypatc
         return real(*args, **kwargs)
 
     monkeypatch.setattr(ops_accel, "_try", warning_try)
-    monkeypatch.setitem(_served.SERVED, "maximum_filter", warning_way)
+    _plant(monkeypatch, MAXIMUM, warning_way)
     patch.uninstall()
     patch.install(check=True)  # the wrapper reads the table when the seam is made
     field = np.random.default_rng(9).random((16, 16), dtype=np.float32)
@@ -279,7 +288,7 @@ def test_another_threads_call_during_a_reference_is_served() -> None:
     field = np.random.default_rng(2).random((16, 16), dtype=np.float32)
     tally = Tally()
     wrap = make_wrapper(tally, Modes(check=True))
-    inner = wrap(MAXIMUM, "maximum_filter", original_of(ops_accel.maximum_filter), {"accel": ops_accel})
+    inner = wrap(MAXIMUM, _served.maximum_filter, original_of(ops_accel.maximum_filter), {"accel": ops_accel})
     seen: list[Any] = []
 
     def reference(data: np.ndarray, size: int) -> Any:
@@ -289,7 +298,7 @@ def test_another_threads_call_during_a_reference_is_served() -> None:
         worker.join()
         return original_of(ops_accel.maximum_filter)(data, size)
 
-    outer = wrap("outer", "maximum_filter", reference, {"accel": ops_accel})
+    outer = wrap("outer", _served.maximum_filter, reference, {"accel": ops_accel})
     _same(outer(field, 3), original_of(ops_accel.maximum_filter)(field, 3))
     rows = {row.seam: row for row in tally.seams(("outer", MAXIMUM))}
     assert [calls for _backend, calls, _seconds in rows[MAXIMUM].served] == [1]  # the thread's call alone

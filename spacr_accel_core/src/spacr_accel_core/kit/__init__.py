@@ -17,6 +17,15 @@
   counts' grid.
 - ``_triangles``: triangle matching on stacks with the per-item calls' bits, and its probe.
 - ``_peaks``: ``peak_local_max``'s border, order and spacing from the registry's local maxima.
+- ``_quantiles``: NumPy's percentile taken apart: the index plan and the interpolation applied to
+  selected order statistics (the levels operations' and spaCR's patch's one copy).
+- ``_surface``: spaCR's correlation surface in spaCR's own arithmetic, on every core (the
+  reference's spectrum kept for the next pair), which spaCR's patch has spaCR's
+  ``phase_correlate`` compute.
+- ``_pair_trials``: spaCR's pair-search trials without its per-trial calls: the generator's draws
+  replayed from its stream, each trial's ball query as the tree-ordered points of its annulus.
+- ``_pair_scoring``: spaCR's pair search batched: its candidates in its order, scored a batch at a
+  time by the count it is given, the first best one's transform by spaCR's expressions.
 
 May import: the contract and its own folder. Never the operation table, the registry, the devices or a face.
 """

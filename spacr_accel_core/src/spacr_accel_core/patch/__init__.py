@@ -23,6 +23,14 @@ variable (a comma list of ``1``, ``check``, ``strict``, ``report``, ``keep-memor
 sends spaCR's decode of a well's fields to a Dask cluster (:mod:`._cluster`).
 ``keep-memory`` (:func:`keep_freed_memory`) is the process's
 allocator, not spaCR's: a decode worker's later fields reuse its freed arrays.
+
+How it is built: each seam is one row of its release line's table (``_table``), naming the spaCR
+attribute, the function that serves it (in a ``_served`` module) and when it may be served (its
+floor rule, ``_floor``: by any backend, or only above the NumPy floor where the floor is no faster
+than spaCR's own); the installer reads nothing else. The arithmetic a seam shares with the
+backends (spaCR's correlation surface, its pair search, NumPy's percentile) is the kit's, and the
+patch reaches the registry only through its public names (``spacr_accel_core``, ``ops``,
+``config``).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ._outcome import PassThrough
 from ._report import Tally
-from ._served import SERVED, PassThrough
 
 __all__ = ["Modes", "PatchMismatch", "first_difference", "make_wrapper"]
 
@@ -243,7 +243,7 @@ class _Seam:
     """What one seam's replacement closes over.
 
     :param name: the seam's report name.
-    :param serve: its way of serving (:data:`._served.SERVED`).
+    :param serve: its way of serving (its row's ``serve`` in :mod:`._table`).
     :param original: spaCR's own function.
     :param context: the extra keywords the way is given.
     :param tally: the report's counters.
@@ -307,8 +307,9 @@ def _checked(seam: _Seam, started: float, args: tuple[Any, ...], kwargs: dict[st
 def make_wrapper(tally: Tally, modes: Modes) -> Callable[..., Callable[..., Any]]:
     """The installer's ``wrap``: one seam's replacement from its way of serving and spaCR's original."""
 
-    def wrap(name: str, way: str, original: Callable[..., Any], context: dict[str, Any]) -> Callable[..., Any]:
-        seam = _Seam(name, SERVED[way], original, context, tally, modes)
+    def wrap(name: str, serve: Callable[..., tuple[Any, str]], original: Callable[..., Any],
+             context: dict[str, Any]) -> Callable[..., Any]:
+        seam = _Seam(name, serve, original, context, tally, modes)
 
         def patched(*args: Any, **kwargs: Any) -> Any:
             if _IN_REFERENCE.get():  # inside check's reference: spaCR's own code throughout

@@ -1,5 +1,7 @@
-"""Where the NumPy floor cannot beat what a seam replaces, the seam serves nothing while only the
-floor would answer, and spaCR's own function (SciPy's) answers instead.
+"""When a seam may be served: by any backend, the NumPy floor included, or only by a backend above
+the floor. Where the floor cannot beat what a seam replaces, the seam serves nothing while only the
+floor would answer, and spaCR's own function (SciPy's) answers instead. Each seam's row in the table
+(:mod:`._table`) holds its rule; its way of serving applies the rule around the registry's call.
 
 WHY. The floor's Gaussian and Laplacian of a Gaussian give SciPy's bits by SciPy's own separable
 passes, at SciPy's own speed (1480 x 1480 float32, sigma 1: 130.8 ms against SciPy's 130.6 ms,
@@ -19,32 +21,57 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
-from .. import config
-from ..contract._errors import BackendWarming, NoBackendError
-from ..dispatch._registry import REGISTRY
+from .. import BackendWarming, NoBackendError, backends_above_floor, config
 from ._outcome import PassThrough
 
-__all__ = ["above_floor"]
+__all__ = ["AT_FLOOR", "FloorRule", "only_above"]
 
-@contextmanager
-def above_floor(operation: str, gpu: bool = True) -> Iterator[None]:
-    """Run the block with only the backends above the floor in line for ``operation``; where none
-    serves, leave the call to spaCR (``refuse``) saying why.
 
-    :param operation: the registry's operation the block calls.
-    :param gpu: as the block's call passes it.
-    :raises PassThrough: only the floor could serve it now ("numba still compiling"), or at all.
+@dataclass(frozen=True)
+class FloorRule:
+    """When a seam may be served, as its row in the table says. The seam's way of serving applies
+    it around the registry's call alone (:meth:`in_force`), after its own checks: a call that goes
+    to spaCR for a reason of its own is counted with that reason, whoever could serve it.
+
+    :param operation: ``None``: any backend serves, the NumPy floor included. Otherwise the
+        registry's operation the seam's call dispatches, which only a backend above the floor may
+        serve.
     """
-    floor = REGISTRY.floor()
-    above = tuple(name for name in REGISTRY.backend_names(gpu=gpu, operation=operation) if name != floor)
-    if not above:
-        raise PassThrough(f"only the NumPy floor serves {operation} here, and spaCR's own is as fast")
-    try:
-        with config.override(backends=above, only=True, wait=False):  # spaCR's own answers meanwhile
+
+    operation: str | None = None
+
+    @contextmanager
+    def in_force(self, gpu: bool = True) -> Iterator[None]:
+        """Run the block under the rule: as it is, at the floor; above it, with only the backends
+        above the floor in line for ``operation``, and where none serves, leave the call to spaCR
+        (``refuse``) saying why.
+
+        :param gpu: as the block's call passes it.
+        :raises PassThrough: only the floor could serve it now ("numba still compiling"), or at all.
+        """
+        if self.operation is None:
             yield
-    except NoBackendError as missed:
-        warming = [name for name, reason in missed.reasons if reason.startswith(BackendWarming.__name__)]
-        if warming:
-            raise PassThrough(f"{', '.join(warming)} still compiling") from None
-        raise PassThrough(f"no backend above the NumPy floor serves this {operation}") from None
+            return
+        operation = self.operation
+        above = backends_above_floor(operation, gpu)
+        if not above:
+            raise PassThrough(f"only the NumPy floor serves {operation} here, and spaCR's own is as fast")
+        try:
+            with config.override(backends=above, only=True, wait=False):  # spaCR's own answers meanwhile
+                yield
+        except NoBackendError as missed:
+            warming = [name for name, reason in missed.reasons if reason.startswith(BackendWarming.__name__)]
+            if warming:
+                raise PassThrough(f"{', '.join(warming)} still compiling") from None
+            raise PassThrough(f"no backend above the NumPy floor serves this {operation}") from None
+
+
+AT_FLOOR = FloorRule()
+"""Served by any backend, the NumPy floor included: the floor beats spaCR's own there."""
+
+
+def only_above(operation: str) -> FloorRule:
+    """Served only by a backend above the NumPy floor, for the registry's ``operation``."""
+    return FloorRule(operation)

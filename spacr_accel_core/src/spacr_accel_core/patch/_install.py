@@ -33,7 +33,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._table import Scoped, Seam, SeamTable
+from ._table import Scoped, Seam, SeamTable, Surface
 
 __all__ = ["Installer"]
 
@@ -112,14 +112,15 @@ class _Ndimage:
         return getattr(self._real, name)
 
 
-Wrap = Callable[[str, str, Callable[..., Any], dict[str, Any]], Callable[..., Any]]
+Wrap = Callable[[str, Callable[..., tuple[Any, str]], Callable[..., Any], dict[str, Any]], Callable[..., Any]]
 
 
 class Installer:
     """The patch's changes to one process, kept so that each can be undone exactly.
 
     :param table: the seams of the installed spaCR's release line.
-    :param wrap: ``(seam name, way, original, context) -> replacement``: how a seam's function is made.
+    :param wrap: ``(seam name, way of serving, original, context) -> replacement``: how a seam's
+        function is made.
     """
 
     def __init__(self, table: SeamTable, wrap: Wrap) -> None:
@@ -170,14 +171,14 @@ class Installer:
         if name in self._applied:
             return
         self._applied.add(name)
-        if name == self.table.surfaces:
-            self._add_surface(module)
+        if name == self.table.surface.module:
+            self._add_surface(module, self.table.surface)
         # scoped first: a function that is a seam too (nuclear_points) is wrapped as remade, so a
         # call the seam leaves to spaCR still meets the scoped SciPy (see _replace_attribute)
         for scoped in self.table.scoped:
             if scoped.module == name:
                 self._scope(module, scoped)
-        for seam in self.table.seams:
+        for seam in self.table.attributes:
             if seam.module == name and callable(getattr(module, seam.attribute, None)):
                 self._replace_attribute(module, seam)
 
@@ -187,18 +188,16 @@ class Installer:
                            value))
         namespace[name] = value
 
-    def _add_surface(self, module: types.ModuleType) -> None:
+    def _add_surface(self, module: types.ModuleType, surface: Surface) -> None:
         """spaCR's NumPy surface in its table replaced by the patch's stand-in (spaCR's own function
         but inside the seam's own call): no name is added, so a caller's ``backend=`` and spaCR's
         messages see spaCR's table as it is."""
-        from ._surface import in_place_of
-
-        surfaces = getattr(module, "_SURFACES", None)
-        if isinstance(surfaces, dict) and callable(surfaces.get("numpy")):
-            spacrs = original_of(surfaces["numpy"])
-            stand_in = in_place_of(spacrs)
+        surfaces = getattr(module, surface.table, None)
+        if isinstance(surfaces, dict) and callable(surfaces.get(surface.entry)):
+            spacrs = original_of(surfaces[surface.entry])
+            stand_in = surface.stand_in(spacrs)
             setattr(stand_in, _ORIGINAL, spacrs)
-            self._set(surfaces, "numpy", stand_in)
+            self._set(surfaces, surface.entry, stand_in)
 
     def _replace_attribute(self, module: types.ModuleType, seam: Seam) -> None:
         current = getattr(module, seam.attribute)
@@ -206,21 +205,37 @@ class Installer:
         # a scoped function remade from spaCR's own code is what a call left to spaCR runs; any other
         # replacement found here (a name bound from a module patched first) is not
         through = current if getattr(current, "__code__", None) is getattr(original, "__code__", _ABSENT) else original
+        replacement = self._wrap(seam.name, seam.serve, through, self._context(seam, module, original))
+        setattr(replacement, _ORIGINAL, original)
+        # a name bound from a module patched first (ops_cycles' phase_correlate) is put back as spaCR's own
+        self._set(module.__dict__, seam.attribute, replacement, original)
+
+    def replacement(self, seam: Seam, original: Callable[..., Any],
+                    module: types.ModuleType | None = None) -> Callable[..., Any]:
+        """What stands in ``seam``'s place in front of ``original``: its way of serving, given the
+        keywords its row asks for, wrapped (each function of a scoped seam's stand-in is made so).
+
+        :param seam: the seam's row.
+        :param original: spaCR's (or SciPy's) own function, which answers every call left to it.
+        :param module: the module holding the name, for a row that asks for it.
+        """
+        return self._wrap(seam.name, seam.serve, original, self._context(seam, module, original))
+
+    def _context(self, seam: Seam, module: types.ModuleType | None, original: Any) -> dict[str, Any]:
+        """The keywords ``seam``'s way of serving is given besides the call's own: those its row
+        names, and its floor rule where that is above the floor."""
         context: dict[str, Any] = {}
         for needed in seam.context:
             if needed == "original":
                 context["original"] = original
             elif needed == "register":
-                context["register"] = sys.modules.get("spacr.ops_register") or importlib.import_module(
-                    "spacr.ops_register")
-            elif needed == "accel":
-                context["accel"] = module
-            elif needed == "module":
-                context["module"] = module
-        replacement = self._wrap(seam.name, seam.way, through, context)
-        setattr(replacement, _ORIGINAL, original)
-        # a name bound from a module patched first (ops_cycles' phase_correlate) is put back as spaCR's own
-        self._set(module.__dict__, seam.attribute, replacement, original)
+                register = self.table.surface.module
+                context["register"] = sys.modules.get(register) or importlib.import_module(register)
+            elif needed in ("accel", "module"):
+                context[needed] = module
+        if seam.floor.operation is not None:
+            context["floor"] = seam.floor
+        return context
 
     def _scope(self, module: types.ModuleType, scoped: Scoped) -> None:
         scoped_builtins = dict(vars(builtins))
@@ -242,8 +257,8 @@ class Installer:
                 return found
             if not stand_in:
                 real = found.ndimage
-                served = {function: self._wrap(scoped.seam(function), function, getattr(real, function), {})
-                          for function in scoped.replaced}
+                served = {seam.attribute: self.replacement(seam, getattr(real, seam.attribute))
+                          for seam in scoped.seams}
                 stand_in.append(_Library(found, _Ndimage(real, served)))
             return stand_in[0]
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..dispatch._registry import REGISTRY
+from .. import last_served
 
 __all__ = ["PassThrough", "finite_extent", "served_by"]
 
@@ -20,8 +20,8 @@ def served_by() -> str:
     """The backend the last registry call on this thread is counted under in the report: its name,
     with the faster backends still compiling when one was (the report counts those calls apart),
     or ``"core"`` for an answer the core gave itself."""
-    served = REGISTRY.last_backend() or "core"
-    waiting = REGISTRY.last_waiting()
+    backend, waiting = last_served()
+    served = backend or "core"
     return f"{served} ({', '.join(waiting)} still compiling)" if waiting else served
 
 

@@ -18,22 +18,11 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import ops
-from ._errstate import underflow_ignored
-from ._floor import above_floor
+from ._floor import AT_FLOOR, FloorRule
 from ._outcome import PassThrough, finite_extent, served_by
-from ._served_align import align_field as _align_field
-from ._served_levels import clipped as _clipped
-from ._served_levels import sbs_mean_target as _sbs_mean_target
-from ._served_nuclei import nuclear_points as _nuclear_points
-from ._served_planes import estimate_read_locations as _estimate_read_locations
-from ._served_planes import translate as _translate
-from ._served_points import attribute_reads as _attribute_reads
-from ._served_points import seed_by_scaled_pairs as _seed_by_scaled_pairs
-from ._served_reading import read_plane as _read_plane
-from ._served_triangles import align_by_triangles as _align_by_triangles
-from ._surface import in_place, serving, spacr_would_raise
 
-__all__ = ["SERVED", "PassThrough"]
+__all__ = ["PassThrough", "extract_bases", "gaussian_filter", "gaussian_laplace", "matmul", "maximum_filter",
+           "minimum_filter", "nearest_neighbours"]
 
 _MODES = ("reflect", "nearest")
 """SciPy's boundary modes the registry's filters reproduce (SciPy's default is ``reflect``)."""
@@ -215,42 +204,25 @@ def extract_bases(stack: Any, peaks: Any, *, window: Any = 1,
     return values, backend
 
 
-def phase_correlate(first: Any, second: Any, *, register: Any, original: Callable[..., Any],
-                    **options: Any) -> tuple[Any, str]:
-    """``spacr.ops_register.phase_correlate`` (and the name ``spacr.ops_cycles`` bound at import):
-    spaCR's own function, given spaCR's own surface arithmetic shared between the cores
-    (:mod:`._surface`), so that the peak, ratio, unwrap and verdict are spaCR's code on spaCR's
-    bits (spaCR chooses its NumPy path, whose surface is the patch's inside this call alone). Where
-    spaCR itself would register on a card, the card's answer is spaCR's: it is left to spaCR."""
-    _none(backend=options.get("backend"))
-    underflow_ignored()  # a tiny field's transform underflows: reported as spaCR's NumPy reports it
-    spacr_would_raise(first, second, options)
-    gpu = options.get("gpu", True)
-    order = _spacrs_order(register, "available_backends", gpu)
-    if order[0] != "numpy":
-        raise PassThrough(f"spaCR registers on its own {order[0]} here")
-    if not in_place(register):
-        raise PassThrough("spaCR's NumPy surface is not the one the patch put in its table")
-    with serving():
-        return original(first, second, **options), "numpy"
-
-
 def gaussian_laplace(input: Any, sigma: Any, output: Any = None, mode: Any = "reflect",  # SciPy's name
-                     cval: Any = 0.0, **kwargs: Any) -> tuple[Any, str]:
-    """``scipy.ndimage.gaussian_laplace`` on a float32 field: the registry gives SciPy's bits."""
+                     cval: Any = 0.0, *, floor: FloorRule = AT_FLOOR, **kwargs: Any) -> tuple[Any, str]:
+    """``scipy.ndimage.gaussian_laplace`` on a float32 field: the registry gives SciPy's bits, under
+    ``floor``, the seam's rule in the table (:mod:`._floor`)."""
     data = _float32_field(input)
     _none(output=output, **kwargs)
     chosen = _mode(mode)
     _cval(cval)
     width = _kernel_number(sigma, "sigma")
     finite_extent(data, "the field")
-    with above_floor("gaussian_laplace"):  # the floor is SciPy's speed: only a faster backend serves
+    with floor.in_force():  # the floor is SciPy's speed: the table has only a faster backend serve
         return ops.gaussian_laplace(data, width, mode=chosen), served_by()
 
 
 def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None,  # SciPy's name
-                    mode: Any = "reflect", cval: Any = 0.0, truncate: Any = 4.0, **kwargs: Any) -> tuple[Any, str]:
-    """``scipy.ndimage.gaussian_filter`` on a float32 field (order 0): the registry gives SciPy's bits."""
+                    mode: Any = "reflect", cval: Any = 0.0, truncate: Any = 4.0, *, floor: FloorRule = AT_FLOOR,
+                    **kwargs: Any) -> tuple[Any, str]:
+    """``scipy.ndimage.gaussian_filter`` on a float32 field (order 0): the registry gives SciPy's bits,
+    under ``floor``, the seam's rule in the table (:mod:`._floor`)."""
     data = _float32_field(input)
     _none(output=output, **kwargs)
     if isinstance(order, bool) or order != 0:
@@ -259,7 +231,7 @@ def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None, 
     _cval(cval)
     width, reach = _kernel_number(sigma, "sigma"), _kernel_number(truncate, "truncate")
     finite_extent(data, "the field")
-    with above_floor("gaussian_filter"):  # the floor is SciPy's speed: only a faster backend serves
+    with floor.in_force():  # the floor is SciPy's speed: the table has only a faster backend serve
         smoothed = ops.gaussian_filter(data, width, truncate=reach, mode=chosen)
         return smoothed, served_by()
 
@@ -334,26 +306,3 @@ def matmul(first: Any, second: Any, **options: Any) -> tuple[Any, str]:
     """``spacr.ops_accel.matmul``: never served. A float32 product's last bits depend on how its
     BLAS blocks the sums, so only spaCR's own call gives spaCR's bits."""
     raise PassThrough("a float32 product rounds as its BLAS blocks it: spaCR's own call")
-
-
-SERVED: dict[str, Callable[..., tuple[Any, str]]] = {
-    "maximum_filter": maximum_filter,
-    "matmul": matmul,
-    "nearest_neighbours": nearest_neighbours,
-    "extract_bases": extract_bases,
-    "phase_correlate": phase_correlate,
-    "gaussian_laplace": gaussian_laplace,
-    "gaussian_filter": gaussian_filter,
-    "minimum_filter": minimum_filter,
-    "attribute_reads": _attribute_reads,
-    "seed_by_scaled_pairs": _seed_by_scaled_pairs,
-    "translate": _translate,
-    "align_field": _align_field,
-    "spot_score": _estimate_read_locations,
-    "clipped": _clipped,
-    "sbs_mean_target": _sbs_mean_target,
-    "align_by_triangles": _align_by_triangles,
-    "nuclear_points": _nuclear_points,
-    "read_plane": _read_plane,
-}
-"""The ways of serving, by the name of the function they stand in for."""

@@ -18,8 +18,9 @@ any other one-shot iterable (spaCR must be the one to read them).
 
 ONLY ABOVE THE FLOOR, FOR ``_clipped``. The floor's percentiles are ``np.percentile``'s own selection,
 so served by the floor ``_clipped`` is spaCR's work plus the seam's checks: 1.90 s against spaCR's
-1.77 s for a field's 44 planes (``python benchmarks/bench_levels.py --backend numpy``). It is served
-only by a backend above the floor (:mod:`._floor`), and otherwise left to spaCR. ``sbs_mean_target``
+1.77 s for a field's 44 planes (``python benchmarks/bench_levels.py --backend numpy``). Its row in the
+table has it served only by a backend above the floor (:mod:`._floor`), and otherwise left to spaCR.
+``sbs_mean_target``
 is served by the floor too: it takes the channels' maximum without stacking them, 0.40 s against
 0.65 s.
 """
@@ -33,13 +34,13 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from .._ops_levels import percentile_q
+from ..kit._quantiles import percentile_q
+from ..kit._surface import bands
 from ..kit._tiling import cpu_threads, run_parts
 from ._errstate import underflow_ignored
-from ._floor import above_floor
+from ._floor import AT_FLOOR, FloorRule
 from ._layout import common_order, field_order, in_order
 from ._outcome import PassThrough, finite_extent, served_by
-from ._surface import _bands
 
 __all__ = ["clipped", "sbs_mean_target"]
 
@@ -83,14 +84,14 @@ def _percentile(value: Any, name: str) -> Any:
         raise PassThrough(f"{name} outside what np.percentile takes ({exc})") from None
 
 
-def clipped(plane: Any, *, original: Callable[..., Any]) -> tuple[Any, str]:
+def clipped(plane: Any, *, original: Callable[..., Any], floor: FloorRule = AT_FLOOR) -> tuple[Any, str]:
     """``spacr.ops_cycles._clipped``: the registry's ``clip_to_percentiles(plane, 0, P)`` with ``P``
-    spaCR's ``_CHANNEL_CLIP_PERCENTILE`` as it is now."""
+    spaCR's ``_CHANNEL_CLIP_PERCENTILE`` as it is now, under ``floor``, the seam's rule in the table."""
     high = _percentile(original.__globals__.get("_CHANNEL_CLIP_PERCENTILE"), "_CHANNEL_CLIP_PERCENTILE")
     field = _plane(plane, "plane")
     underflow_ignored()
     _largest(field, "plane")
-    with above_floor("percentiles"):  # the floor's selection is np.percentile's own, plus the seam's checks
+    with floor.in_force():  # the floor's selection is np.percentile's own, plus the seam's checks
         return in_order(ops.clip_to_percentiles(field, 0.0, high), field_order(field)), served_by()
 
 
@@ -120,7 +121,7 @@ def _maximum(fields: list[np.ndarray]) -> np.ndarray:
             for field in fields[2:]:
                 np.maximum(out, field[rows], out=out)
 
-    run_parts(band, _bands(height, parts))
+    run_parts(band, bands(height, parts))
     return target
 
 

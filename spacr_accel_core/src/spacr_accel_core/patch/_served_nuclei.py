@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from .._ops_levels import _lerp, quantile_plan
 from ..kit._peaks import high_order_statistics, spaced_peaks
+from ..kit._quantiles import lerp, quantile_plan
 from ._outcome import PassThrough, served_by
 
 __all__ = ["nuclear_points"]
@@ -102,14 +102,14 @@ def _min_distance(min_distance: Any, plane: np.ndarray) -> int:
 
 def _floor_of(smooth: np.ndarray, percentile: float | int) -> float:
     """``float(np.percentile(smooth, percentile))``: NumPy's index arithmetic and interpolation
-    (``quantile_plan``, ``_lerp``, as the registry's ``percentiles`` applies them) on the order
+    (``quantile_plan``, ``lerp``, as the registry's ``percentiles`` applies them) on the order
     statistics selected among the values above a sampled bound where they are high ones, the
     registry's ``percentiles`` otherwise."""
     plan = quantile_plan(smooth.size, percentile)
     found = high_order_statistics(smooth, plan.ranks)
     if found is None:
         return float(ops.percentiles(smooth, percentile))
-    return float(_lerp(found[plan.lower], found[plan.upper], plan.gamma)[0])
+    return float(lerp(found[plan.lower], found[plan.upper], plan.gamma)[0])
 
 
 def nuclear_points(image: Any, *, sigma: Any = 3.0, min_distance: Any = 8, top: Any = 600,

@@ -27,15 +27,16 @@ import numpy as np
 
 from .. import ops
 from ._errstate import underflow_ignored
-from ._floor import above_floor
+from ._floor import AT_FLOOR, FloorRule
 from ._outcome import PassThrough, served_by
 
 __all__ = ["estimate_read_locations", "translate"]
 
 
-def translate(image: Any, dy: Any, dx: Any) -> tuple[Any, str]:
+def translate(image: Any, dy: Any, dx: Any, *, floor: FloorRule = AT_FLOOR) -> tuple[Any, str]:
     """``spacr.ops_cycles._translate``: the registry's ``translate`` of the image by ``(int(dy),
-    int(dx))``, spaCR's own conversion of the shift (a float is truncated there, as here)."""
+    int(dx))``, spaCR's own conversion of the shift (a float is truncated there, as here), under
+    ``floor``, the seam's rule in the table."""
     if type(image) is not np.ndarray or image.dtype.kind not in "biuf":
         raise PassThrough("not a plain ndarray of real numbers (zeros_like keeps a subclass or a complex dtype)")
     if image.ndim < 2:
@@ -46,7 +47,7 @@ def translate(image: Any, dy: Any, dx: Any) -> tuple[Any, str]:
         rows, columns = int(dy), int(dx)
     except (TypeError, ValueError, OverflowError):
         raise PassThrough(f"a shift int() cannot read ({dy!r}, {dx!r})") from None
-    with above_floor("translate"):  # the floor's slice copies are spaCR's own, plus the seam's checks
+    with floor.in_force():  # the floor's slice copies are spaCR's own, plus the seam's checks
         return ops.translate(image, (rows, columns)), served_by()
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kit._tiling import cpu_threads, run_parts
+from ._tiling import cpu_threads, run_parts
 
 __all__ = ["annulus_members", "generator_draws", "replay_draws", "replay_is_numpys", "replayable"]
 

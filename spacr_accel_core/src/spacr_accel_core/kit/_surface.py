@@ -39,39 +39,20 @@ once per band. So the bands run only on two C-ordered fields holding finite valu
 no transform or product can overflow (:data:`_BOUND`); any other pair is computed by the same NumPy
 calls on the whole arrays as given, in the calling thread, which keeps spaCR's layouts and warnings.
 
-The peak, its height, the mean absolute value, the unwrap and the verdict stay spaCR's own code:
-everything after the surface is computed by spaCR itself. The patch adds no name to spaCR's table
-of surfaces (a caller would see it: ``backend="spacr_accel"`` answered, where spaCR raises, and
-every unknown backend's message listing it). It puts :func:`in_place_of` spaCR's NumPy surface
-instead, which computes this surface only inside the seam's own call (:func:`serving`, a context
-variable: another thread never sees it), and is spaCR's own function everywhere else; the seam lets
-spaCR choose its NumPy path as it always would, so the record's ``backend`` is spaCR's ``"numpy"``.
+Only the surface is here: spaCR's patch has spaCR's own ``phase_correlate`` compute it in the
+seam's own call (``patch/_served_register.py``), and the peak, the ratio, the unwrap and the verdict
+after it stay spaCR's code.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
-import math
-import numbers
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
 
 import numpy as np
 
-from ..kit._tiling import cpu_threads, run_parts
-from ._outcome import PassThrough
+from ._tiling import cpu_threads, run_parts
 
-__all__ = ["in_place", "in_place_of", "serving", "spacr_surface", "spacr_would_raise"]
-
-_SERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_serving_surface", default=False)
-"""True inside the seam's own call to spaCR's ``phase_correlate`` (:func:`serving`), in that call's
-context alone: another thread meanwhile sees False."""
-
-_MARK = "__spacr_accel_surface__"
-"""The attribute that marks the patch's stand-in for spaCR's NumPy surface."""
+__all__ = ["LAST_REFERENCE", "bands", "spacr_surface"]
 
 _BOUND = 1e150
 """The largest sum of a field's absolute values banded: a spectrum's every value is at most that sum,
@@ -85,7 +66,9 @@ the one-piece time on a 154 x 512 strip (a 512 px tile's stitching strip), 1.07x
 strips."""
 
 
-def _bands(extent: int, parts: int) -> list[tuple[int, int]]:
+def bands(extent: int, parts: int) -> list[tuple[int, int]]:
+    """``extent`` rows (or columns) cut into at most ``parts`` consecutive ``(start, stop)`` bands of
+    one size, the last one shorter: each is a part for the CPU pool (``run_parts``)."""
     step = -(-extent // parts)
     return [(start, min(extent, start + step)) for start in range(0, extent, step)]
 
@@ -154,40 +137,6 @@ def _kept(name: str, shape: tuple[int, int], dtype: type[np.generic]) -> np.ndar
     return kept
 
 
-def _real_pair(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and len(value) == 2 and all(
-        isinstance(item, numbers.Real) for item in value)
-
-
-def spacr_would_raise(first: Any, second: Any, options: dict[str, Any]) -> None:
-    """Leave the call to spaCR where its ``phase_correlate`` would raise after reading the fields
-    (its float64 cast warns of a signalling NaN) or after computing a surface (whose transforms warn
-    of a NaN): served, that call would raise, and its warnings would be given twice, once by the
-    served call and once by spaCR's own. spaCR wants two 2-D fields of one shape, reads ``expected``
-    as two numbers ``int()`` takes, ``tolerance`` as None, a Python number or a pair of numbers, and
-    compares the ratio with ``min_peak_ratio``.
-
-    :param first: the call's first field.
-    :param second: its second.
-    :param options: its keywords.
-    :raises PassThrough: an argument spaCR would fail on after reading the fields.
-    """
-    try:
-        shapes = np.shape(first), np.shape(second)
-    except ValueError:  # a ragged nesting of lists: spaCR's own cast raises
-        raise PassThrough("fields NumPy cannot read") from None
-    if len(shapes[0]) != 2 or shapes[0] != shapes[1]:
-        raise PassThrough("fields that are not two 2-D fields of one shape (spaCR raises)")
-    expected = options.get("expected", (0, 0))
-    if not (_real_pair(expected) and all(math.isfinite(float(item)) for item in expected)):
-        raise PassThrough(f"expected={expected!r} (spaCR reads two finite numbers after its surface)")
-    tolerance = options.get("tolerance")
-    if not (tolerance is None or isinstance(tolerance, (int, float)) or _real_pair(tolerance)):
-        raise PassThrough(f"tolerance={tolerance!r} (spaCR reads a number or a pair of numbers after its surface)")
-    if tolerance is None and not isinstance(options.get("min_peak_ratio", 0.0), numbers.Real):
-        raise PassThrough("a min_peak_ratio that is not a number (spaCR compares it after its surface)")
-
-
 def _bandable(field: np.ndarray) -> bool:
     """Whether ``field`` is C-ordered, not empty, and finite within :data:`_BOUND` (one pass each for
     its minimum and maximum, which a NaN makes NaN)."""
@@ -230,8 +179,8 @@ def spacr_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     height, width = first.shape
     parts = cpu_threads() if height * width >= _SPLIT_PIXELS else 1
     half = width // 2 + 1
-    row_bands = _bands(height, min(parts, height) or 1)
-    column_bands = _bands(half, min(parts, half) or 1)
+    row_bands = bands(height, min(parts, height) or 1)
+    column_bands = bands(half, min(parts, half) or 1)
     moving = _kept("moving", (height, half), np.complex128)
     if reference is None:
         reference = np.empty((height, half), np.complex128)
@@ -263,43 +212,3 @@ def spacr_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     run_parts(inverse_columns, column_bands)
     run_parts(inverse_rows, row_bands)
     return surface
-
-
-@contextlib.contextmanager
-def serving() -> Iterator[None]:
-    """The seam's own call: inside it, the stand-in :func:`in_place_of` puts in spaCR's table
-    computes :func:`spacr_surface`."""
-    token = _SERVING.set(True)
-    try:
-        yield
-    finally:
-        _SERVING.reset(token)
-
-
-def in_place_of(spacrs: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray],
-                                                                                    np.ndarray]:
-    """The stand-in for spaCR's NumPy surface in spaCR's table while the patch is installed.
-
-    :param spacrs: spaCR's own NumPy surface, which the stand-in is everywhere but in the seam's
-        own call (a caller who reaches the table directly, spaCR's own function beside a served
-        call in the check mode, a call the seam left to spaCR).
-    """
-
-    def numpy_surface(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-        if _SERVING.get():
-            return spacr_surface(first, second)
-        return spacrs(first, second)
-
-    functools.update_wrapper(numpy_surface, spacrs)
-    setattr(numpy_surface, _MARK, True)
-    return numpy_surface
-
-
-def in_place(register: Any) -> bool:
-    """Whether spaCR's table of surfaces in ``register`` (``spacr.ops_register``) holds the
-    patch's stand-in for its NumPy surface: a caller may have put a function of their own there.
-
-    :param register: spaCR's ``ops_register`` module.
-    """
-    surfaces = getattr(register, "_SURFACES", None)
-    return isinstance(surfaces, dict) and getattr(surfaces.get("numpy"), _MARK, False) is True
