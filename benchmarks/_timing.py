@@ -94,8 +94,8 @@ def side_by_side(calls: Mapping[K, Callable[[], object]], repeat: int, *, warm: 
     :param warm: one untimed call of each first (what a first call loads is not timed).
     :param each: calls of each contender per timed run, its times divided by it: for a call of a
         few microseconds, whose single time the clock cannot resolve.
-    :param before: name -> an untimed step run before each of that contender's timed runs (a patch
-        installed or taken out, a process paused).
+    :param before: name -> an untimed step run before each of that contender's calls, the untimed
+        first one included (a patch installed or taken out, a process paused).
     :param sync: called before and after each timed run (a device's queue waited for, so that a
         time covers the work and not only its launch).
     :param alternate: every other round runs the contenders in reverse order.
