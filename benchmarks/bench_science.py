@@ -106,19 +106,19 @@ def direct_calls() -> Calls:
     Every entry takes the arguments of the public operation it stands for; ``k_nearest`` and
     ``hamming`` answer ``(N, k)`` for every ``k``.
     """
-    from spacr_accel_numba import _hamming, _knearest, _peaks, nearest, warm
+    from spacr_accel_numba import _neighbours_kernels, _peaks_kernels, nearest, warm
     from spacr_accel_numba import window_maximum as numba_filter
     from spacr_accel_numpy._filters import maximum_filter_stack
 
     warm()
-    for job in (_knearest.warm_job, _hamming.warm_job, _peaks.warm_job):
+    for job in (_neighbours_kernels.warm_knearest, _neighbours_kernels.warm_hamming, _peaks_kernels.warm_peaks):
         job()
 
     return {
         "nearest": nearest,  # the compiled one-neighbour search ops.nearest_neighbours dispatches to
-        "k_nearest": lambda s, t, k, max_distance=None: _knearest.k_nearest(s, t, k, max_distance),
-        "hamming": lambda s, t, k, max_distance=None: _hamming.hamming_nearest(s, t, k, max_distance),
-        "local_maxima": lambda f, size, threshold=None: _peaks.local_maxima(f, size, threshold),
+        "k_nearest": lambda s, t, k, max_distance=None: _neighbours_kernels.k_nearest(s, t, k, max_distance),
+        "hamming": lambda s, t, k, max_distance=None: _neighbours_kernels.hamming_nearest(s, t, k, max_distance),
+        "local_maxima": lambda f, size, threshold=None: _peaks_kernels.local_maxima(f, size, threshold),
         # The floor's filter takes stacks and out= (so its rows compare it with itself); the
         # compiled one is the fastest for one field (the row local maxima are compared with).
         "maximum_filter": lambda f, size, out=None: maximum_filter_stack(f, size, out=out),
@@ -316,8 +316,8 @@ def bare_gemm(source: np.ndarray, target: np.ndarray) -> Callable[[], object]:
     same blocking, into one preallocated tile), ``D`` deep where the search's is ``D + 1`` (it
     carries ``|t|^2`` as one more coordinate). What an exact search built on it cannot go below."""
     try:
-        from spacr_accel_numba import _wide
-        rows, columns = _wide._TILE_ROWS, _wide._TILE_COLUMNS
+        from spacr_accel_numba import _neighbours_kernels
+        rows, columns = _neighbours_kernels._TILE_ROWS, _neighbours_kernels._TILE_COLUMNS
     except ImportError:
         rows, columns = 2048, 1024
     right = np.ascontiguousarray(target.T)

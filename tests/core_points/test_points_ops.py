@@ -148,16 +148,16 @@ def test_a_read_exactly_at_the_reach_is_the_trees_verdict(backend: str) -> None:
 
 
 def test_numba_defers_a_read_at_the_bound_to_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spacr_accel_numba import _points
+    from spacr_accel_numba import _points_kernels
 
     deferred: list[int] = []
-    real = _points.attribute_by_tree
+    real = _points_kernels.attribute_by_tree
 
     def counting(peaks: np.ndarray, *args: object) -> tuple[np.ndarray, np.ndarray]:
         deferred.append(peaks.shape[0])
         return real(peaks, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_points, "attribute_by_tree", counting)
+    monkeypatch.setattr(_points_kernels, "attribute_by_tree", counting)
     peaks = np.array([[3.0, 4.0], [30.0, 30.0], [1.0, 1.0]])
     got = ops.attribute_reads(peaks, [[0.0, 0.0]], [0.0], footprint=5.0, backend="numba")
     assert deferred == [1]  # only the read at distance 5 == reach

@@ -14,17 +14,17 @@ import textwrap
 from pathlib import Path
 
 import spacr_accel_numba
-from spacr_accel_numba import _kernels
+from spacr_accel_numba import _neighbours_kernels
 
 _COPY = """
 import glob, os, shutil, sys
-from spacr_accel_numba import _kernels  # numba's cache paths are known; nothing is compiled yet
-here = _kernels.grid_empty._cache._cache_path
+from spacr_accel_numba import _neighbours_kernels  # numba's cache paths are known; nothing is compiled yet
+here = _neighbours_kernels.grid_empty._cache._cache_path
 os.makedirs(here, exist_ok=True)
 for path in glob.glob(os.path.join(sys.argv[1], "*_kernels.*.nb[ic]")):  # every kernel module's
     shutil.copy(path, here)
 def index(kernel):  # this source's, by numba's own name for it
-    return getattr(_kernels, kernel)._cache._cache_file._index_path
+    return getattr(_neighbours_kernels, kernel)._cache._cache_file._index_path
 """
 
 _DAMAGE = _COPY + """
@@ -44,7 +44,7 @@ import glob, os
 import numpy as np
 import spacr_accel_numba
 from spacr_accel_core import ops, last_dispatch
-from spacr_accel_numba import _kernels
+from spacr_accel_numba import _neighbours_kernels
 print(spacr_accel_numba.warm(timeout=600), spacr_accel_numba.failure(), flush=True)
 rng = np.random.default_rng(1)
 target = rng.uniform(0, 100, (2000, 2))
@@ -55,9 +55,10 @@ for s, t in ((source, target), (wide[:50], wide)):
     served = last_dispatch().backend
     floor = ops.nearest_neighbours(s, t, backend="numpy")
     print(served, all(a.tobytes() == b.tobytes() for a, b in zip(got, floor)))
-here = _kernels.grid_empty._cache._cache_path
+here = _neighbours_kernels.grid_empty._cache._cache_path
 print(" ".join(sorted({os.path.basename(path).split("-")[0] for path in glob.glob(os.path.join(here, "*.damaged"))})))
-print(sum(_kernels.grid_empty.stats.cache_hits.values()), sum(_kernels.settle_held.stats.cache_hits.values()))
+print(sum(_neighbours_kernels.grid_empty.stats.cache_hits.values()),
+      sum(_neighbours_kernels.settle_held.stats.cache_hits.values()))
 """
 
 
@@ -73,11 +74,11 @@ def _run(code: str, cache: Path, *args: str) -> list[str]:
 def test_a_damaged_cache_is_set_aside_and_rebuilt_for_later_processes(tmp_path: Path) -> None:
     assert spacr_accel_numba.warm(timeout=600)  # this process's cache: the copy's source
     cache = tmp_path / "numba-cache"
-    _run(_DAMAGE, cache, _kernels.grid_empty._cache._cache_path)
+    _run(_DAMAGE, cache, _neighbours_kernels.grid_empty._cache._cache_path)
     first = _run(_USE, cache)
     assert first[0] == "True None", first  # it used to fail here: "UnpicklingError: ..." for good
     assert first[1:3] == ["numba True", "numba True"]
-    damaged = ["_kernels.brute_rows", "_kernels.grid_empty", "_kernels.settle_held"]
+    damaged = ["_neighbours_kernels.brute_rows", "_neighbours_kernels.grid_empty", "_neighbours_kernels.settle_held"]
     assert first[3].split() == damaged  # each set aside beside itself
     assert first[4] == "0 0"  # compiled again here, not loaded
     later = _run(_USE, cache)
@@ -93,6 +94,7 @@ import errno
 import numba.core.caching
 import spacr_accel_numba
 from spacr_accel_core import ops, last_dispatch
+from spacr_accel_numba import _filters_kernels
 for path in glob.glob(index("grid_empty")[:-len(".nbi")] + ".*"):
     os.remove(path)  # this kernel compiles; writing its cache fails, as on a full disk
 def full(*args):
@@ -102,9 +104,9 @@ print(spacr_accel_numba.warm(timeout=600), spacr_accel_numba.failure())
 import numpy as np
 points = np.random.default_rng(2).uniform(0, 10, (500, 2))
 got = ops.nearest_neighbours(points[:50] + 0.1, points, backend="numba")
-print(last_dispatch().backend, sum(_kernels.grid_empty.stats.cache_misses.values()),
-      sum(_kernels.filter_band.stats.cache_hits.values()) >= 3)  # compiled; what was there loaded
-""", cache, _kernels.grid_empty._cache._cache_path)
+print(last_dispatch().backend, sum(_neighbours_kernels.grid_empty.stats.cache_misses.values()),
+      sum(_filters_kernels.filter_band.stats.cache_hits.values()) >= 3)  # compiled; what was there loaded
+""", cache, _neighbours_kernels.grid_empty._cache._cache_path)
     assert lines == ["True None", "numba 1 True"]
 
 
@@ -121,5 +123,5 @@ def broken(self):
 numba.core.base.BaseContext.refresh = broken
 print(spacr_accel_numba.warm(timeout=600), spacr_accel_numba.failure())
 print(len(glob.glob(os.path.join(here, "*.damaged"))), len(glob.glob(os.path.join(here, "*.nbi"))) > 0)
-""", cache, _kernels.grid_empty._cache._cache_path)
+""", cache, _neighbours_kernels.grid_empty._cache._cache_path)
     assert lines == ["False ValueError: generator already executing", "0 True"]

@@ -7,8 +7,6 @@ without the brute force (the benchmark ``benchmarks/bench_numba_edges.py`` times
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,7 +15,7 @@ from hypothesis import strategies as st
 import spacr_accel_numba
 from spacr_accel_core import last_dispatch, ops
 from spacr_accel_core.testing import reference_nearest
-from spacr_accel_numba import _grid, _kernels
+from spacr_accel_numba import _neighbours_kernels
 
 
 def _exact(source: np.ndarray, target: np.ndarray) -> None:
@@ -92,8 +90,8 @@ def test_sources_in_an_empty_hole_are_the_reference_and_the_floor_bit_for_bit(
 @given(points=far_sources() | hole_sources())
 def test_sources_left_to_the_brute_force_get_the_same_answers(points: tuple[np.ndarray, np.ndarray]) -> None:
     source, target = (np.ascontiguousarray(p, dtype=np.float64) for p in points)
-    walked = _grid.search(_kernels, source, target)
-    brute = _grid.search(_kernels, source, target, budget=0)  # every walk gives up after its first cell
+    walked = _neighbours_kernels.grid_nearest(source, target)
+    brute = _neighbours_kernels.grid_nearest(source, target, budget=0)  # every walk gives up after its first cell
     assert np.array_equal(walked[0], brute[0]) and walked[1].tobytes() == brute[1].tobytes()
     expected_index, _ = reference_nearest(*points)
     assert np.array_equal(walked[0], expected_index)
@@ -110,21 +108,22 @@ def _no_brute_force(*args: object) -> None:
     ("1.5 edges above, in 3-D", (0.0, 0.0, 2.5), 3),
     ("100 heights below", (0.0, -101.0), 2),
 ])
-def test_far_sources_settle_within_a_short_walk(name: str, offset: tuple[float, ...], dims: int) -> None:
+def test_far_sources_settle_within_a_short_walk(name: str, offset: tuple[float, ...], dims: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # The walk used to cross the whole grid for them (every cell passed its bound): 10-600 times
     # the floor's time. Its bound now counts the gap to the targets' box.
     rng = np.random.default_rng(dims)
     target = rng.uniform(0, 2048, (20_000, dims))
     source = rng.uniform(0, 2048, (500, dims)) + np.asarray(offset) * 2048
-    walker = types.SimpleNamespace(grid_build=_kernels.grid_build, grid_empty=_kernels.grid_empty,
-                                   grid_query=_kernels.grid_query, brute_rows=_no_brute_force)
-    index, squared = _grid.search(walker, source, target, budget=400)
-    expected = _grid.search(_kernels, source, target, budget=0)
+    expected = _neighbours_kernels.grid_nearest(source, target, budget=0)
+    monkeypatch.setattr(_neighbours_kernels, "brute_rows", _no_brute_force)
+    index, squared = _neighbours_kernels.grid_nearest(source, target, budget=400)
     assert np.array_equal(index, expected[0]) and squared.tobytes() == expected[1].tobytes(), name
 
 
 @pytest.mark.parametrize(("radius", "dims", "budget"), [(0.25, 2, 800), (0.45, 2, 1500), (0.3, 3, 2000), (0.45, 1, 50)])
-def test_sources_in_an_empty_hole_settle_within_a_short_walk(radius: float, dims: int, budget: int) -> None:
+def test_sources_in_an_empty_hole_settle_within_a_short_walk(radius: float, dims: int, budget: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # The walk used to look at every cell of the hole around each source (a 2-D hole of radius
     # 0.45 here: ~6,600 cells); it now starts at the ring of the nearest occupied cell and leaps
     # over the empty stretches of each ring, so it pays for the cells around the hole.
@@ -134,10 +133,9 @@ def test_sources_in_an_empty_hole_settle_within_a_short_walk(radius: float, dims
     direction = rng.standard_normal((2000, dims))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
     source = 1024 + direction * radius * 2048 * rng.random((2000, 1))
-    walker = types.SimpleNamespace(grid_build=_kernels.grid_build, grid_empty=_kernels.grid_empty,
-                                   grid_query=_kernels.grid_query, brute_rows=_no_brute_force)
-    index, squared = _grid.search(walker, source, target, budget=budget)
-    expected = _grid.search(_kernels, source, target, budget=0)
+    expected = _neighbours_kernels.grid_nearest(source, target, budget=0)
+    monkeypatch.setattr(_neighbours_kernels, "brute_rows", _no_brute_force)
+    index, squared = _neighbours_kernels.grid_nearest(source, target, budget=budget)
     assert np.array_equal(index, expected[0]) and squared.tobytes() == expected[1].tobytes()
 
 
@@ -151,7 +149,7 @@ def test_the_empty_distance_is_the_chebyshev_distance_to_the_nearest_occupied_ce
     occupied.flat[rng.integers(occupied.size)] = True
     counts = occupied.ravel().astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)])
-    got = _kernels.grid_empty(starts, np.asarray(shape, dtype=np.int64)).reshape(shape)
+    got = _neighbours_kernels.grid_empty(starts, np.asarray(shape, dtype=np.int64)).reshape(shape)
     cells = np.indices(shape).reshape(3, -1).T
     full = cells[occupied.ravel()]
     expected = np.abs(cells[:, None, :] - full[None, :, :]).max(axis=2).min(axis=1).reshape(shape)
@@ -164,7 +162,8 @@ def test_no_call_compiles_after_the_warm_up() -> None:
     assert spacr_accel_numba.warm(timeout=600)
 
     def signatures() -> int:
-        return sum(len(value.signatures) for value in vars(_kernels).values() if hasattr(value, "signatures"))
+        return sum(len(value.signatures) for value in vars(_neighbours_kernels).values()
+                   if hasattr(value, "signatures"))
 
     before = signatures()
     rng = np.random.default_rng(5)

@@ -113,7 +113,7 @@ def test_a_fork_that_finds_no_safe_moment_leaves_numba_out_of_the_child(tmp_path
         from spacr_accel_core import ops, last_dispatch
         from spacr_accel_numba import _fork, _warm
         _fork.FORK_WAIT = 0.3
-        def stuck(kernels):
+        def stuck():
             import slow_module
         _warm._jobs = lambda: [("filter:float32", stuck)]
         field = np.ones((16, 16), np.float32)

@@ -47,7 +47,7 @@ def test_a_failure_to_compile_is_a_decline_with_the_reason() -> None:
         import numpy as np
         from spacr_accel_core import ops, last_dispatch, plugins, refresh
         from spacr_accel_numba import _warm
-        def broken(kernels):
+        def broken():
             raise RuntimeError("LLVM is not here")
         _warm._jobs = lambda: [("filter:float32", broken)]
         print(_warm.warm(timeout=240), _warm.failure())

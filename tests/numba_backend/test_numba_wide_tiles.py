@@ -14,14 +14,14 @@ from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import last_dispatch, ops
 from spacr_accel_core.testing import reference_nearest
-from spacr_accel_numba import _wide
+from spacr_accel_numba import _neighbours_kernels
 
 
 @st.composite
 def wide_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     """16-24 coordinates, either few distinct rows in many copies (ties everywhere, the holds
     overflow) or small-integer lattices (ties common) or plain floats."""
-    width = draw(st.integers(_wide.WIDE, _wide.WIDE + 8))
+    width = draw(st.integers(_neighbours_kernels.WIDE, _neighbours_kernels.WIDE + 8))
     n, m = draw(st.integers(1, 60)), draw(st.integers(1, 200))
     kind = draw(st.sampled_from(["copies", "lattice", "floats"]))
     if kind == "copies":
@@ -37,9 +37,9 @@ def wide_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 
 def _with_tiles(rows: int, columns: int, held: int, run: Callable[[], None]) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_wide, "_TILE_ROWS", rows)
-        patch.setattr(_wide, "_TILE_COLUMNS", columns)
-        patch.setattr(_wide, "HELD", held)
+        patch.setattr(_neighbours_kernels, "_TILE_ROWS", rows)
+        patch.setattr(_neighbours_kernels, "_TILE_COLUMNS", columns)
+        patch.setattr(_neighbours_kernels, "HELD", held)
         run()
 
 
@@ -61,20 +61,20 @@ def test_any_tiling_and_hold_is_the_reference_bit_for_bit(points: tuple[np.ndarr
 def test_a_minimum_that_falls_in_every_tile_keeps_only_the_last_candidates() -> None:
     # Each target nearer the origin than the one before: every tile lowers every row's minimum, and a
     # hold of one column must drop the earlier candidates rather than overflow.
-    width = _wide.WIDE
+    width = _neighbours_kernels.WIDE
     target = np.zeros((300, width), dtype=np.float32)
     target[:, 0] = np.linspace(300.0, 1.0, 300, dtype=np.float32)
     source = np.zeros((5, width), dtype=np.float32)
     again: list[int] = []
-    real = _wide._search_again
+    real = _neighbours_kernels._search_again
 
     def counted(*args: object) -> None:
-        again.append(len(args[2]))  # type: ignore[arg-type]  # the rows searched again
+        again.append(len(args[1]))  # type: ignore[arg-type]  # the rows searched again
         real(*args)  # type: ignore[arg-type]
 
     def run() -> None:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(_wide, "_search_again", counted)
+            patch.setattr(_neighbours_kernels, "_search_again", counted)
             _matches_reference(source, target)
 
     _with_tiles(2, 7, 1, run)
@@ -88,18 +88,18 @@ def test_ties_in_different_tiles_go_to_the_lowest_index_and_overflow_searches_ag
     nearest = target[1700].copy()
     target[[40, 1100, 2400]] = nearest  # the same point in three column tiles
     others = np.setdiff1d(np.arange(4, 2500), [40, 1100, 1700, 2400])
-    copies = rng.choice(others, _wide.HELD + 1, replace=False)
+    copies = rng.choice(others, _neighbours_kernels.HELD + 1, replace=False)
     target[copies] = target[3]  # more equal candidates than a row holds
     source = np.stack([nearest, target[3], rng.standard_normal(width).astype(np.float32)])
     again: list[np.ndarray] = []
-    real = _wide._search_again
+    real = _neighbours_kernels._search_again
 
     def recorded(*args: object) -> None:
-        again.append(np.asarray(args[2]).copy())
+        again.append(np.asarray(args[1]).copy())
         real(*args)  # type: ignore[arg-type]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_wide, "_search_again", recorded)
+        patch.setattr(_neighbours_kernels, "_search_again", recorded)
         _matches_reference(source, target)
     index, _ = ops.nearest_neighbours(source, target, backend="numba")
     assert index[0] == min(40, 1100, 1700, 2400)
@@ -113,8 +113,8 @@ def test_the_nearest_anywhere_in_a_chunk_is_found(position: int) -> None:
     # partial chunk of a tile in one: the nearest target in either half, at a chunk's edges or in
     # the partial chunk of the second tile (1,100 targets in tiles of 1,024) is found all the same.
     rng = np.random.default_rng(position)
-    target = rng.uniform(10.0, 20.0, (1100, _wide.WIDE)).astype(np.float32)
-    source = np.zeros((3, _wide.WIDE), dtype=np.float32)
+    target = rng.uniform(10.0, 20.0, (1100, _neighbours_kernels.WIDE)).astype(np.float32)
+    source = np.zeros((3, _neighbours_kernels.WIDE), dtype=np.float32)
     target[position] = 0.5
-    _with_tiles(3, 1024, _wide.HELD, lambda: _matches_reference(source, target))
+    _with_tiles(3, 1024, _neighbours_kernels.HELD, lambda: _matches_reference(source, target))
     assert ops.nearest_neighbours(source, target, backend="numba")[0].tolist() == [position] * 3

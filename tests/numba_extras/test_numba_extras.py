@@ -17,7 +17,8 @@ from spacr_accel_numpy import _peaks as floor_peaks
 
 pytest.importorskip("numba")
 
-from spacr_accel_numba import _hamming, _knearest, _peaks  # after the skip: needs numba
+from spacr_accel_numba import _neighbours_kernels as numba_neighbours  # after the skip: needs numba
+from spacr_accel_numba import _peaks_kernels as numba_peaks
 
 
 def _same(got: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.ndarray]) -> None:
@@ -29,7 +30,7 @@ def _same(got: tuple[np.ndarray, np.ndarray], expected: tuple[np.ndarray, np.nda
 def _grid_answer(source: np.ndarray, target: np.ndarray, k: int,
                  limit: float | None) -> tuple[np.ndarray, np.ndarray] | None:
     try:
-        return _knearest.k_nearest(source, target, k, limit)
+        return numba_neighbours.k_nearest(source, target, k, limit)
     except BackendDeclined:
         return None
 
@@ -65,30 +66,31 @@ def test_k_nearest_on_a_shifted_field_and_a_lattice() -> None:
     source = rng.random((6000, 2)).astype(np.float32)
     target = (rng.random((5000, 2)) + np.array([0.5, 0.0])).astype(np.float32)
     for k, limit in ((1, None), (4, None), (2, 0.02), (1, 0.0)):
-        _same(_knearest.k_nearest(source, target, k, limit), floor_knearest.k_nearest(source, target, k, limit))
+        _same(numba_neighbours.k_nearest(source, target, k, limit), floor_knearest.k_nearest(source, target, k, limit))
     lattice = np.stack(np.meshgrid(np.arange(60), np.arange(50)), -1).reshape(-1, 2).astype(np.float32)
     points = np.ascontiguousarray(lattice[rng.permutation(len(lattice))])
     half = np.ascontiguousarray(points[:700] + np.float32(0.5))
     for k in (1, 3, 4, 8):
-        _same(_knearest.k_nearest(half, points, k), floor_knearest.k_nearest(half, points, k))
-        _same(_knearest.k_nearest(points[:500], points, k, 1.0), reference.k_nearest(points[:500], points, k, 1.0))
+        _same(numba_neighbours.k_nearest(half, points, k), floor_knearest.k_nearest(half, points, k))
+        _same(numba_neighbours.k_nearest(points[:500], points, k, 1.0),
+              reference.k_nearest(points[:500], points, k, 1.0))
 
 
 def test_k_nearest_three_coordinates_and_far_sources() -> None:
     rng = np.random.default_rng(12)
     target = rng.random((3000, 3)).astype(np.float32)
     source = np.concatenate([rng.random((400, 3)), rng.random((20, 3)) * 1e4]).astype(np.float32)
-    _same(_knearest.k_nearest(source, target, 5), reference.k_nearest(source, target, 5))
+    _same(numba_neighbours.k_nearest(source, target, 5), reference.k_nearest(source, target, 5))
 
 
 def test_k_nearest_declines_what_the_grid_cannot_serve() -> None:
     with pytest.raises(BackendDeclined, match="coordinates"):
-        _knearest.k_nearest(np.zeros((3, 4), np.float32), np.zeros((3, 4), np.float32), 1)
+        numba_neighbours.k_nearest(np.zeros((3, 4), np.float32), np.zeros((3, 4), np.float32), 1)
     rng = np.random.default_rng(13)
     cluster = np.concatenate([rng.random((3000, 2)) * 1e-3, [[1000.0, 1000.0]]]).astype(np.float32)
     with pytest.raises(BackendDeclined, match="crowd"):
-        _knearest.k_nearest(cluster[:100], cluster, 1)
-    small = _knearest.k_nearest(cluster[:10], cluster, 2)  # few pairs: compared outright instead
+        numba_neighbours.k_nearest(cluster[:100], cluster, 1)
+    small = numba_neighbours.k_nearest(cluster[:10], cluster, 2)  # few pairs: compared outright instead
     _same(small, reference.k_nearest(cluster[:10], cluster, 2))
 
 
@@ -100,7 +102,7 @@ def test_hamming_equals_the_floor(n: int, m: int, width: int, k: int, limit: flo
     values = st.sampled_from([0, 1, 7, 255]) if data.draw(st.booleans()) else st.integers(0, 255)
     source = data.draw(hnp.arrays(np.uint8, (n, width), elements=values))
     target = data.draw(hnp.arrays(np.uint8, (m, width), elements=values))
-    _same(_hamming.hamming_nearest(source, target, k, limit),
+    _same(numba_neighbours.hamming_nearest(source, target, k, limit),
           floor_neighbours.hamming_nearest(source, target, k, limit))
 
 
@@ -109,7 +111,7 @@ def test_hamming_threaded_against_the_reference() -> None:
     source = rng.integers(0, 256, (700, 32), dtype=np.uint8)
     target = rng.integers(0, 256, (3000, 32), dtype=np.uint8)
     target[2000:] = target[:1000]  # every distance tied at least twice: the lower index must win
-    _same(_hamming.hamming_nearest(source, target, 2), reference.hamming_nearest(source, target, 2))
+    _same(numba_neighbours.hamming_nearest(source, target, 2), reference.hamming_nearest(source, target, 2))
 
 
 @st.composite
@@ -126,7 +128,7 @@ def _stacks(draw: st.DrawFn) -> np.ndarray:
 @given(_stacks(), st.integers(1, 9), st.sampled_from([None, 0.0, 0.1, 1.5, -math.inf]))
 def test_local_maxima_equals_the_floor_and_the_reference(field: np.ndarray, size: int,
                                                          threshold: float | None) -> None:
-    got = _peaks.local_maxima(field, size, threshold)
+    got = numba_peaks.local_maxima(field, size, threshold)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, floor_peaks.local_maxima(field, size, threshold))
     np.testing.assert_array_equal(got, reference.local_maxima(field, size, threshold).reshape(got.shape))
@@ -138,7 +140,7 @@ def test_local_maxima_threaded_bands_and_fields(shape: tuple[int, ...]) -> None:
     field = rng.random(shape).astype(np.float32)
     field[..., 100:140, 200:260] = np.float32(0.75)  # a plateau: every pixel of it a maximum
     for size, threshold in ((7, 0.5), (4, None), (31, 0.1)):
-        np.testing.assert_array_equal(_peaks.local_maxima(field, size, threshold),
+        np.testing.assert_array_equal(numba_peaks.local_maxima(field, size, threshold),
                                       floor_peaks.local_maxima(field, size, threshold))
 
 
@@ -148,8 +150,8 @@ def test_repeated_targets_are_searched_once_and_give_their_lowest_copies() -> No
     target[100:2900] = target[50]  # 2,851 copies of one point crowd its cell
     source = rng.random((500, 2)).astype(np.float32)
     source[:100] = target[50]
-    _same(_knearest.k_nearest(source, target, 4, 0.05), reference.k_nearest(source, target, 4, 0.05))
-    index, _ = _knearest.k_nearest(source[:1], target, 3)
+    _same(numba_neighbours.k_nearest(source, target, 4, 0.05), reference.k_nearest(source, target, 4, 0.05))
+    index, _ = numba_neighbours.k_nearest(source[:1], target, 3)
     assert index.tolist() == [[50, 100, 101]]
 
 
@@ -161,22 +163,22 @@ def test_a_shifted_field_with_sources_beyond_near_and_far_outside_the_targets() 
     target = (rng.random((20_000, 2)) + np.array([0.5, 0.0])).astype(np.float32)
     source = rng.random((30_000, 2)).astype(np.float32) * np.float32([1.2, 1.0])
     for k, limit in ((1, 0.25), (1, 0.01), (3, 0.25), (2, None)):
-        got = _knearest.k_nearest(source, target, k, limit)
+        got = numba_neighbours.k_nearest(source, target, k, limit)
         _same(got, floor_knearest.k_nearest(source, target, k, limit))
         _same((got[0][::97], got[1][::97]), reference.k_nearest(source[::97], target, k, limit))
-    unmatched = _knearest.k_nearest(source, target, 1, 0.01)[0][:, 0] < 0
+    unmatched = numba_neighbours.k_nearest(source, target, 1, 0.01)[0][:, 0] < 0
     assert 0.3 < unmatched.mean() < 0.5  # the sources left of the targets, a few cells in excepted
 
 
 def test_the_partition_chooses_as_the_box_distance_says_and_buckets_stably() -> None:
-    from spacr_accel_numba._grid import grid_cells
+    grid_cells = numba_neighbours.grid_cells
 
     rng = np.random.default_rng(18)
     target = (rng.random((4000, 2)) + np.array([0.5, 0.0])).astype(np.float64)
     source = np.concatenate([rng.random((3000, 2)), np.repeat(rng.random((50, 2)), 4, axis=0)])
     low, high, edge, inverse, cells = grid_cells(target, 2.0)
     reach, far_out = 0.2 ** 2, (8 * edge[:2].max()) ** 2
-    rows, bucketed, elsewhere, scale = _knearest.kernels().grid_sources(source, low, high, inverse, cells, reach,
+    rows, bucketed, elsewhere, scale = numba_neighbours.grid_sources(source, low, high, inverse, cells, reach,
                                                                         far_out)
     gap = (np.maximum(np.maximum(low[:2] - source, source - high[:2]), 0.0) ** 2).sum(axis=1)
     walked = (gap <= reach) & (gap <= far_out)
@@ -202,8 +204,8 @@ def test_the_compiled_finish_is_the_floors_bit_for_bit(limit: float | None, k: i
     index[[2, 5], 1] = -1
     squared[[2, 5], 1] = np.inf
     with np.errstate(over="ignore"):
-        _same(_knearest._finish(index, squared, k, limit), floor_knearest.finish(index, squared, k, limit))
-        _same(_knearest._finish(index[:, :k], squared[:, :k], k, limit),
+        _same(numba_neighbours._finish(index, squared, k, limit), floor_knearest.finish(index, squared, k, limit))
+        _same(numba_neighbours._finish(index[:, :k], squared[:, :k], k, limit),
               floor_knearest.finish(index[:, :k], squared[:, :k], k, limit))
 
 
@@ -219,4 +221,4 @@ def test_sources_in_a_wide_hole_are_settled_by_brute_force_in_their_rows() -> No
     source = np.concatenate([rng.random((40, 2)) * 0.1 + 0.45, rng.random((40, 2))]).astype(np.float32)
     source = np.ascontiguousarray(source[rng.permutation(len(source))])
     for k, limit in ((1, None), (2, 0.6), (3, 0.3)):
-        _same(_knearest.k_nearest(source, target, k, limit), reference.k_nearest(source, target, k, limit))
+        _same(numba_neighbours.k_nearest(source, target, k, limit), reference.k_nearest(source, target, k, limit))

@@ -90,9 +90,9 @@ def test_the_fingerprint_follows_contents_versions_and_the_interpreter(monkeypat
 
 def test_every_installed_kernel_is_stamped_with_the_fingerprint() -> None:
     pytest.importorskip("numba")
-    from spacr_accel_numba import _kernels, _levels_kernels
+    from spacr_accel_numba import _filters_kernels, _levels_kernels
 
-    for dispatcher in (_kernels.filter_band, _levels_kernels.__dict__[next(
+    for dispatcher in (_filters_kernels.filter_band, _levels_kernels.__dict__[next(
             name for name, value in vars(_levels_kernels).items() if hasattr(value, "py_func"))]):
         cache = dispatcher._cache
         assert isinstance(cache._impl.locator, _locator.PackageLocator)

@@ -108,28 +108,28 @@ def test_torch_score_declines_where_float32_is_not_promised_ieee() -> None:
 
 
 def test_numba_score_split_between_threads_is_numpys() -> None:
-    from spacr_accel_numba import _planes, warm
+    from spacr_accel_numba import _planes_kernels, warm
 
     assert warm(600)
     rng = np.random.default_rng(5)
     stack = (rng.standard_normal((11, 4, 41, 23)) * 10.0 ** rng.uniform(-3, 7, (11, 4, 41, 23))).astype(np.float32)
     stack[3, 1, 20, 4], stack[0, 0, 0, 0], stack[5, 2, 40, 22] = np.nan, np.inf, -0.0
-    assert stack.shape[2] >= _planes.SPLIT_ROWS  # the rows are shared between threads
-    assert same_bits(_planes.spot_score(_planes.kernels(), stack), spacr_score(stack))
+    assert stack.shape[2] >= _planes_kernels.SPLIT_ROWS  # the rows are shared between threads
+    assert same_bits(_planes_kernels.spot_score(stack), spacr_score(stack))
 
 
 @pytest.mark.parametrize("cycles", [2, 3, 4, 7, 8, 9, 12, 13, 16, 17])
 def test_numba_score_sweeps_of_eight_four_and_one_cycles_are_numpys(cycles: int) -> None:
     """Eight cycles a sweep, then four, then one: every mix of them adds in NumPy's order (one
     cycle never reaches a backend as it is: see ``_scorable``)."""
-    from spacr_accel_numba import _planes, warm
+    from spacr_accel_numba import _planes_kernels, warm
 
     assert warm(600)
     rng = np.random.default_rng(cycles)
     shape = (cycles, 2, 3, 37)
     stack = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 7, shape)).astype(np.float32)
     stack[cycles - 1, 1, 2, 36] = np.nan
-    assert same_bits(_planes.spot_score(_planes.kernels(), stack), spacr_score(stack))
+    assert same_bits(_planes_kernels.spot_score(stack), spacr_score(stack))
 
 
 @pytest.mark.parametrize("shape", [(3, 2, 7, 1), (5, 1, 9, 3), (2, 3, 1, 5)])

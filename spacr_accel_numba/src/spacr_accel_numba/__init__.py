@@ -10,12 +10,11 @@ first use and are cached on disk; until they are ready the floor answers (:func:
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import numpy as np
 
-from ._plugin import filtered, nearest_squared
-from ._warm import failure, warm
+from ._filters import filtered
+from ._neighbours import nearest_squared
+from ._warm import failure, require, warm
 
 __all__ = ["failure", "nearest", "warm", "window_maximum"]
 
@@ -43,9 +42,7 @@ def nearest(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndar
     return nearest_squared(source, target, _ready)
 
 
-def _ready(name: str) -> ModuleType:
-    """The kernels, once every one is compiled (or the reason they cannot be)."""
+def _ready(name: str) -> None:
+    """Return once every kernel is compiled (or raise the reason they cannot be)."""
     warm()
-    from ._warm import kernels_for
-
-    return kernels_for(name)
+    require(name)

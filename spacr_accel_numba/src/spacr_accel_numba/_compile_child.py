@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _compile_into(folder: Path) -> None:
-    from . import _kernels as kernels
+    from ._filters_kernels import filter_band  # numba's cache folder for this package: every kernel's
 
     listed = read_ledger(folder)
     where = ""
@@ -127,10 +127,10 @@ def _compile_into(folder: Path) -> None:
         began, before = time.perf_counter(), _compiles(_ours())
         failed = ""
         try:
-            _warm._compile(job, kernels)
+            _warm._compile(job)
         except Exception as exc:  # recorded for the waiting processes, whose own compile says why
             failed = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        cache = getattr(getattr(kernels, "filter_band", None), "_cache", None)
+        cache = getattr(filter_band, "_cache", None)
         where = where or str(getattr(cache, "_cache_path", ""))
         listed[name] = Entry(time.perf_counter() - began, _compiles(_ours()) - before, failed)
         write_ledger(folder, listed, where)

@@ -3,7 +3,7 @@
 WHY A LOCATOR OF OUR OWN. numba's locators stamp a cached function with its own source file
 alone (its hash, by modification time and size). A kernel that calls jitted helpers in another
 module of this package was loaded from the cache after the helper's file changed: a ``local_maxima``
-compiled against a changed ``_filter_kernels`` helper, the file then restored, answered with 429
+compiled against a changed helper of the filter's loops, the file then restored, answered with 429
 peaks where the floor found 284. Here every kernel of this package is stamped with
 :func:`._compiler.fingerprint` (every source file's content, the interpreter, numba, llvmlite and
 NumPy), so no entry compiled from other code is ever loaded: numba finds the index stale and

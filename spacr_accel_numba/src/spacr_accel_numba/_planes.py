@@ -1,60 +1,24 @@
-"""The spot score on numba: NumPy's float32 order of operations in one compiled pass per band of rows,
-the bands shared between the CPU's threads.
+"""The planes family on numba: the spot score in NumPy's float32 order, one compiled pass per band of
+rows (the translation is left to the floor: :mod:`._planes_kernels` says why).
 
-WHY IT IS NumPy's ANSWER. NumPy's float32 ``std(axis=0)`` of a C-ordered ``(C, K, Y, X)`` stack adds
-the cycles pixel by pixel in order from ``+0.0`` (the cycle axis is never the inner loop while more
-than one pixel is reduced, so no pairwise blocks), divides by the count in float64 (its count is an
-``intp``) and rounds once, squares each float32 deviation, sums the squares the same way, divides,
-takes the float32 square root; ``mean(axis=0)`` over the channels adds those in order and divides.
-The kernel does exactly these operations in that order per pixel (IEEE float32, no fast-math, no
-fused multiply-add), so its bits are NumPy's, NaN and infinity included. The core hands every
-backend at least two pixels (a single pixel is summed pairwise, and answered by the core).
-
-WHY NOT THE TRANSLATION. A translation is a copy: NumPy's slice copy of a contiguous run is the C
-library's ``memcpy``, and the floor writes each byte once. A compiled copy loop measured at half
-that speed on a 1480 x 1480 float32 plane, and threads did not pay on a shared two-core machine,
-so numba leaves the translation to the floor (docs/decisions.md).
+The compiled loop and its driver live in :mod:`._planes_kernels` (it imports numba), loaded by the
+hook once the kernel is ready: the plugin imports this module, and its import stays as cheap as the
+hook alone. Until the kernel is ready its calls decline (:mod:`._warm`) and the NumPy floor answers
+them with the same bits.
 """
 
 from __future__ import annotations
 
-import functools
-from types import ModuleType
-
 import numpy as np
 
-from spacr_accel_core.toolkit import cpu_threads, run_parts
+from spacr_accel_core import hookimpl
 
-__all__ = ["kernels", "spot_score", "warm_job"]
-
-SPLIT_ROWS = 16
-"""Rows below which the score runs in one thread (a hand-off costs more than such a band)."""
+from . import _warm
 
 
-@functools.cache
-def kernels() -> ModuleType:
-    """The compiled loop (imports numba and loads or compiles it on first use)."""
-    from . import _planes_kernels
+@hookimpl
+def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
+    _warm.require("science:planes")  # declines while the warm-up compiles it
+    from ._planes_kernels import spot_score
 
-    return _planes_kernels
-
-
-def spot_score(compiled: ModuleType, stack: np.ndarray) -> np.ndarray:
-    """float32 ``(Y, X)`` of a C-contiguous float32 ``(C, K, Y, X)`` stack (NumPy's bits)."""
-    source = np.ascontiguousarray(stack, dtype=np.float32)
-    if source.flags.writeable:  # one compiled variant: the read-only views the core passes
-        source = source.view()
-        source.flags.writeable = False
-    height = source.shape[2]
-    out = np.empty(source.shape[2:], dtype=np.float32)
-    threads = 1 if height < SPLIT_ROWS else min(cpu_threads(), height)
-    edges = np.linspace(0, height, threads + 1).astype(int)
-    run_parts(compiled.score_rows, [(source, out, int(edges[i]), int(edges[i + 1])) for i in range(threads)])
-    return out
-
-
-def warm_job() -> object:
-    """Compile (or load) the kernel on inputs of exactly the driver's types: for a warm-up."""
-    stack = np.zeros((2, 1, 2, 2), dtype=np.float32)
-    stack.flags.writeable = False
-    return spot_score(kernels(), stack)
+    return spot_score(stack)

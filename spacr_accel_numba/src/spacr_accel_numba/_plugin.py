@@ -1,4 +1,8 @@
-"""The numba backend's hookimpls: the CPU's fastest exact filter and low-dimensional search.
+"""The numba backend's plugin: the CPU's fastest exact filter and low-dimensional search.
+
+This module is the entry point's target: it holds the declaration and the hooks that are no
+operation (usability, the warm-up), and lists what numba serves by importing each family's hooks
+from the family's own module (beside the loops that serve them), so pluggy finds every hook here.
 
 WHAT IT IS, WITHOUT IMPORTING NUMBA. :data:`SPACR_ACCEL_PLUGIN` is read when the plugin loads;
 :func:`spacr_accel_backend_info` only looks for numba on the path (``import numba`` costs ~0.5 s,
@@ -10,20 +14,46 @@ call that needs it; the others are compiled in the background from the first cal
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
-from types import ModuleType
 from typing import Final
 
-import numpy as np
-
-from spacr_accel_core import BackendDeclined, BackendInfo, Declaration, WarmState, hookimpl
-from spacr_accel_core.toolkit import distances, install_command
+from spacr_accel_core import BackendInfo, Declaration, WarmState, hookimpl
+from spacr_accel_core.toolkit import install_command
 
 from . import _compiler, _warm
-from ._filter import window_maximum
-from ._grid import DIMENSIONS, search
-from ._wide import WIDE
-from ._wide import search as search_wide
+from ._filters import (
+    spacr_accel_gaussian_filter,
+    spacr_accel_gaussian_laplace,
+    spacr_accel_maximum_filter,
+    spacr_accel_minimum_filter,
+)
+from ._levels import spacr_accel_percentiles, spacr_accel_rescale_fields
+from ._neighbours import spacr_accel_nearest_neighbours
+from ._peaks import spacr_accel_local_maxima, spacr_accel_window_maxima
+from ._planes import spacr_accel_spot_score
+from ._points import spacr_accel_attribute_reads, spacr_accel_count_within
+from ._registration import spacr_accel_phase_correlate
+
+__all__ = [
+    "NAME",
+    "PRIORITY",
+    "SPACR_ACCEL_PLUGIN",
+    "spacr_accel_attribute_reads",
+    "spacr_accel_backend_info",
+    "spacr_accel_count_within",
+    "spacr_accel_gaussian_filter",
+    "spacr_accel_gaussian_laplace",
+    "spacr_accel_local_maxima",
+    "spacr_accel_maximum_filter",
+    "spacr_accel_minimum_filter",
+    "spacr_accel_nearest_neighbours",
+    "spacr_accel_percentiles",
+    "spacr_accel_phase_correlate",
+    "spacr_accel_rescale_fields",
+    "spacr_accel_spot_score",
+    "spacr_accel_warm_state",
+    "spacr_accel_warm_up",
+    "spacr_accel_window_maxima",
+]
 
 NAME: Final = "numba"
 PRIORITY: Final = 120.0
@@ -44,8 +74,6 @@ SPACR_ACCEL_PLUGIN: Final = Declaration(
     settings=(_compiler.COMPILE, _compiler.KERNELS),
 )
 """What this plugin is, read by the core without a call."""
-
-_FILTERED = frozenset(np.dtype(name) for name in _warm.FIELD_DTYPES)
 
 
 @hookimpl
@@ -69,153 +97,3 @@ def spacr_accel_warm_up(timeout: float) -> bool:
 def spacr_accel_warm_state() -> WarmState:
     """Kernels cached of all, and whether a compiler runs now (read from the cache folder alone)."""
     return _warm.state()
-
-
-@hookimpl
-def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    return filtered(field, size, _warm.kernels_for)
-
-
-@hookimpl
-def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int, k: int,
-                                   max_distance: float | None, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    if metric == "hamming":
-        from ._hamming import hamming_nearest
-
-        _warm.kernels_for("science:hamming")  # declines while the warm-up compiles it
-        index, distance = hamming_nearest(source, target, k, max_distance)
-    elif k == 1 and max_distance is None:  # the per-tile case: the k = 1 grid and the wide search
-        index, squared = nearest_squared(source, target, _warm.kernels_for)
-        return index, distances(squared)
-    else:
-        from ._knearest import k_nearest
-
-        _warm.kernels_for("science:knearest")
-        index, distance = k_nearest(source, target, k, max_distance)
-    return (index[:, 0].copy(), distance[:, 0].copy()) if k == 1 else (index, distance)
-
-
-@hookimpl
-def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None) -> np.ndarray:
-    from ._peaks import local_maxima
-
-    _warm.kernels_for("science:peaks")
-    return local_maxima(field, size, threshold)
-
-
-@hookimpl
-def spacr_accel_window_maxima(stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
-    from ._decode import kernels, window_maxima
-
-    _warm.kernels_for("science:decode")  # declines while the warm-up compiles it
-    return window_maxima(kernels(), stack, points, size)
-
-
-@hookimpl
-def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
-                                pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from ._decode import kernels, phase_correlate
-
-    _warm.kernels_for("science:decode")
-    return phase_correlate(kernels(), first, second, pairing)
-
-
-def filtered(field: np.ndarray, size: int, kernels_for: Callable[[str], ModuleType]) -> np.ndarray:
-    """The filter on the kernel compiled for ``field``'s dtype (``kernels_for`` gets it: declining
-    while it compiles, for dispatch; waiting, for :func:`spacr_accel_numba.window_maximum`)."""
-    dtype = field.dtype
-    if dtype not in _FILTERED:
-        raise BackendDeclined(f"the filter is compiled for {', '.join(_warm.FIELD_DTYPES)}, not {dtype}")
-    return window_maximum(kernels_for(f"filter:{dtype}"), field, size)
-
-
-def nearest_squared(source: np.ndarray, target: np.ndarray,
-                    kernels_for: Callable[[str], ModuleType]) -> tuple[np.ndarray, np.ndarray]:
-    """Nearest targets and float64 squared distances by the method for the width: the grid up to
-    :data:`DIMENSIONS` coordinates, the matrix search from :data:`WIDE`; a tree's range between is
-    declined (the NumPy floor answers it)."""
-    width = source.shape[1]
-    if width >= WIDE:
-        return search_wide(kernels_for("nearest:wide"), source, target)
-    if width > DIMENSIONS:
-        raise BackendDeclined(f"the grid takes at most {DIMENSIONS} coordinates and the matrix search pays "
-                              f"from {WIDE}; {width} go to a tree")
-    return search(kernels_for("nearest"), np.ascontiguousarray(source, dtype=np.float64),
-                  np.ascontiguousarray(target, dtype=np.float64))
-
-
-# ---- the decode chain's filters -------------------------------------------------------------------
-
-
-@hookimpl
-def spacr_accel_minimum_filter(field: np.ndarray, size: int, out: np.ndarray | None) -> np.ndarray:
-    from ._smooth import minimum
-
-    _warm.kernels_for("science:smooth")
-    return minimum(field, size, out)
-
-
-@hookimpl
-def spacr_accel_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
-                                truncate: float, mode: str) -> np.ndarray:
-    from ._smooth import gaussian
-
-    _warm.kernels_for("science:smooth")
-    return gaussian(field, sigma, out, truncate, mode, laplace=False)
-
-
-@hookimpl
-def spacr_accel_gaussian_laplace(field: np.ndarray, sigma: tuple[float, float], out: np.ndarray | None,
-                                 truncate: float, mode: str) -> np.ndarray:
-    from ._smooth import gaussian
-
-    _warm.kernels_for("science:smooth")
-    return gaussian(field, sigma, out, truncate, mode, laplace=True)
-
-
-# ---- the point operations: read attribution, the merge's inlier counts ----------------------------
-
-
-@hookimpl
-def spacr_accel_attribute_reads(peaks: np.ndarray, centroids: np.ndarray, radius: np.ndarray, footprint: float,
-                                tie: float) -> tuple[np.ndarray, np.ndarray]:
-    from ._points import attribute_reads, kernels
-
-    _warm.kernels_for("science:points")
-    return attribute_reads(kernels(), peaks, centroids, radius, footprint, tie)
-
-
-@hookimpl
-def spacr_accel_count_within(moved: np.ndarray, target: np.ndarray, limit: float) -> np.ndarray:
-    from ._points import count_within, kernels
-
-    _warm.kernels_for("science:points")
-    return count_within(kernels(), moved, target, limit)
-
-
-@hookimpl
-def spacr_accel_spot_score(stack: np.ndarray) -> np.ndarray:
-    from ._planes import kernels, spot_score
-
-    _warm.kernels_for("science:planes")  # declines while the warm-up compiles it
-    return spot_score(kernels(), stack)
-
-
-# ---- the levels family (percentiles, clip and scale) -------------------------------------------
-
-
-@hookimpl
-def spacr_accel_percentiles(stack: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    from ._levels import kernels, order_statistics
-
-    _warm.kernels_for("science:levels")  # declines while the warm-up compiles it
-    return order_statistics(kernels(), stack, ranks)
-
-
-@hookimpl
-def spacr_accel_rescale_fields(stack: np.ndarray, scale: np.ndarray, low: np.ndarray,
-                               high: np.ndarray) -> np.ndarray:
-    from ._levels import kernels, rescale_fields
-
-    _warm.kernels_for("science:levels")
-    return rescale_fields(kernels(), stack, scale, low, high)

@@ -3,7 +3,7 @@
 WHY NOT COMPILE ON THE FIRST CALL. ``import numba`` alone takes ~0.4-0.6 s here, and compiling
 the filter for one dtype ~2-3 s (loading it from numba's on-disk cache afterwards, tens of ms).
 A fresh process's first call must stay within 0.5 s of a warm one, so the first call that reaches
-this backend starts a daemon thread that imports :mod:`._kernels` and compiles each kernel, and
+this backend starts a daemon thread that imports each family's kernels module and compiles its loops, and
 declines (:class:`~spacr_accel_core.BackendDeclined`), which hands the call to the next backend,
 the NumPy floor, with the same answer bit for bit. Each kernel serves as soon as it is ready,
 the float32 filter first, from half a second after that first call (:data:`_GRACE`).
@@ -46,9 +46,6 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-
-import numpy as np
 
 from spacr_accel_core import BackendUnavailable, BackendWarming, WarmState
 
@@ -67,7 +64,6 @@ _hurry = threading.Event()
 _ready: set[str] = set()
 _failure: str | None = None
 _thread: threading.Thread | None = None
-_kernels: ModuleType | None = None
 
 
 _holds: dict[int, tuple[_fork.Hold, bool]] = {}
@@ -116,52 +112,41 @@ if hasattr(os, "register_at_fork"):  # POSIX only
                         after_in_child=_after_fork_in_child)
 
 
-def _jobs() -> list[tuple[str, Callable[[ModuleType], object]]]:
+def _jobs() -> list[tuple[str, Callable[[], object]]]:
     """Each kernel's name and a call that compiles it on inputs of exactly the driver's types."""
 
-    def field(dtype: str) -> Callable[[ModuleType], object]:
-        def compile_filter(kernels: ModuleType) -> object:
-            sample = np.zeros((4, 4), dtype=dtype)
-            sample.flags.writeable = False  # the core hands plugins read-only views
-            return kernels.filter_band(sample, np.empty((4, 4), np.float32), 1, 1, 0, 4)
-        return compile_filter
-
-    def nearest(kernels: ModuleType) -> object:
-        from ._grid import search
-
-        points = np.arange(12, dtype=np.float64).reshape(4, 3)
-        search(kernels, points, points[::-1].copy())
-        # The brute force the driver falls back on for far sources: compiled here too, so that no
-        # call compiles (a call that compiles waits seconds, and for numba's compiler lock).
-        return kernels.brute_rows(points, points, np.arange(4)[1:3], np.empty(4, np.int64), np.empty(4))
-
-    def nearest_wide(kernels: ModuleType) -> object:
-        from ._wide import HELD, WIDE, search
-
-        # More equal targets than a row holds: the whole-row search again is compiled too.
-        points = np.zeros((HELD + 1, WIDE), dtype=np.float32)
-        return search(kernels, points[:4], points)
-
-    def science_job(module: str) -> Callable[[ModuleType], object]:
-        def compile_science(kernels: ModuleType) -> object:
-            # The k-nearest, Hamming and peak drivers compile their own kernels module on
-            # exactly the driver's types (their warm_job), here, so no call compiles.
-            return importlib.import_module(f"{__package__}.{module}").warm_job()
-        return compile_science
+    def compiling(*steps: tuple[str, ...]) -> Callable[[], object]:
+        def compile_kernel() -> object:
+            # Each step a family's kernels module, its warm-up and that warm-up's arguments: the
+            # module compiles its own loops on exactly its drivers' types, here, so no call compiles.
+            return [getattr(importlib.import_module(f"{__package__}.{module}"), warm)(*arguments)
+                    for module, warm, *arguments in steps]
+        return compile_kernel
 
     # The order is the cache's order of filling, and a process uses the kernels compiled so far (a
     # prefix of it): spaCR's decode first, the most seconds saved per second of compiling first
     # (the level set saves a field 0.9 s for 1.8 s of compiling, the Gaussians 1.5 s for 22 s),
-    # then the peaks and the searches, then the filter's rarer dtypes.
-    science = [(f"science:{module[1:]}", science_job(module)) for module in (
-        "_levels", "_planes", "_decode", "_points", "_smooth", "_peaks", "_knearest", "_hamming")]
-    jobs = [("filter:float32", field("float32")), *science[:6], ("nearest", nearest), ("nearest:wide", nearest_wide),
-            *science[6:], *((f"filter:{dtype}", field(dtype)) for dtype in FIELD_DTYPES[1:])]
+    # then the peaks and the searches, then the filter's rarer dtypes. A kernel's name is the
+    # ledger's, whatever module holds it (``science:decode``: the window gather and registration).
+    jobs = [
+        ("filter:float32", compiling(("_filters_kernels", "warm_filter", "float32"))),
+        ("science:levels", compiling(("_levels_kernels", "warm_levels"))),
+        ("science:planes", compiling(("_planes_kernels", "warm_score"))),
+        ("science:decode", compiling(("_peaks_kernels", "warm_gather"), ("_registration_kernels", "warm_correlate"))),
+        ("science:points", compiling(("_points_kernels", "warm_points"))),
+        ("science:smooth", compiling(("_filters_kernels", "warm_smooth"))),
+        ("science:peaks", compiling(("_peaks_kernels", "warm_peaks"))),
+        ("nearest", compiling(("_neighbours_kernels", "warm_grid"))),
+        ("nearest:wide", compiling(("_neighbours_kernels", "warm_wide"))),
+        ("science:knearest", compiling(("_neighbours_kernels", "warm_knearest"))),
+        ("science:hamming", compiling(("_neighbours_kernels", "warm_hamming"))),
+        *((f"filter:{dtype}", compiling(("_filters_kernels", "warm_filter", dtype))) for dtype in FIELD_DTYPES[1:]),
+    ]
     kept = _compiler.restricted([name for name, _ in jobs])  # SPACR_ACCEL_NUMBA_KERNELS, for tests
     return [job for job in jobs if job[0] in kept]
 
 
-def _shared(job: Callable[[ModuleType], object]) -> bool:
+def _shared(job: Callable[[], object]) -> bool:
     """Whether the detached compiler runs ``job`` too: one of :func:`_jobs`'s own (a stand-in a test
     puts in their place compiles in this process only)."""
     return job.__module__ == __name__ and job.__qualname__.startswith("_jobs.<locals>.")
@@ -206,7 +191,7 @@ atexit.register(_launch_at_exit)
 
 
 def _compile_all() -> None:
-    global _failure, _kernels, _asked_in  # noqa: PLW0603  # written once by the warm-up thread, read by calls
+    global _failure, _asked_in  # noqa: PLW0603  # written once by the warm-up thread, read by calls
     # WHY WAIT. Importing numba and loading the kernels holds the GIL for about a second, and a
     # fresh process's first calls import their own modules in that time (scipy.spatial alone takes
     # ~0.45 s, the floor's first search): side by side both ran at half speed, and the first calls
@@ -231,12 +216,8 @@ def _compile_all() -> None:
             if folder is not None and _shared(job) and _compiler.wait_for(name, folder, switch=switch) is None:
                 continue  # a call now waits for another kernel: that one first
             with _load_lock:  # a call loading a kernel in its own thread finishes first
-                if _kernels is None:  # imported only now: a compiler elsewhere spared this process numba until here
-                    from . import _kernels as loaded
-
-                    _kernels = loaded
-                if name not in _ready:
-                    _compile(job, _kernels)
+                if name not in _ready:  # imports numba only now: a compiler elsewhere spared this process it until here
+                    _compile(job)
             _ready.add(name)
             pending.remove(name)
             _log.debug("numba kernel %s is ready", name)
@@ -276,12 +257,12 @@ _REPAIRS = 32
 """Damaged cache entries one job may set aside before it gives up (more than the kernels it compiles)."""
 
 
-def _compile(job: Callable[[ModuleType], object], kernels: ModuleType) -> None:
+def _compile(job: Callable[[], object]) -> None:
     """Run one compile job. A cache file it meets damaged is set aside and the job run again; a
     cache that cannot be written is turned off for this process (:mod:`._cache`)."""
     for _ in range(_REPAIRS):
         try:
-            job(kernels)
+            job()
             return
         except Exception as exc:  # only numba's cache is mended here: anything else is a failure
             if _cache.damaged(exc):
@@ -291,7 +272,7 @@ def _compile(job: Callable[[ModuleType], object], kernels: ModuleType) -> None:
                 _cache.without_disk(nowhere=_compiler.cache_folder() is None)
             else:
                 raise
-    job(kernels)
+    job()
 
 
 def start() -> None:
@@ -304,20 +285,20 @@ def start() -> None:
                 _thread.start()
 
 
-def kernels_for(name: str) -> ModuleType:
-    """The compiled kernels, if ``name`` is ready; otherwise start the warm-up and decline.
+def require(name: str) -> None:
+    """Return once kernel ``name`` is ready; otherwise start the warm-up and decline.
 
     :raises BackendWarming: still compiling (the next backend answers this call, and the call's
         :attr:`~spacr_accel_core.Dispatch.waiting` names numba).
     :raises BackendUnavailable: compiling failed in this process (numba cannot run here).
     """
-    if name in _ready and _kernels is not None:
-        return _kernels
+    if name in _ready:
+        return
     if _failure is not None:
         raise BackendUnavailable(f"numba could not compile its kernels here ({_failure})")
     loaded = _load_cached(name)
-    if loaded and _kernels is not None:
-        return _kernels
+    if loaded:
+        return
     if loaded is None:  # another thread is loading, or numba compiles: declined, nothing started
         raise BackendWarming(f"numba is loading its {name} kernel from the cache in another thread; the next "
                              "backend answers until it is ready")
@@ -407,7 +388,7 @@ def _load_cached(name: str) -> bool | None:
         ``False``: not for this call to load (not listed, the warm-up thread at work, or a load that
         would have to compile or failed: that kernel is then left to the warm-up thread).
     """
-    global _kernels, _loading_in  # noqa: PLW0603  # a kernel loaded by a call: shared as the warm-up's
+    global _loading_in  # noqa: PLW0603  # the thread loading a kernel for a call, for a fork
     thread = _thread
     if name in _unloadable or (thread is not None and thread.is_alive()):
         return False  # the warm-up loads it, asked for first
@@ -422,16 +403,12 @@ def _load_cached(name: str) -> bool | None:
     try:
         if name in _ready:
             return True
-        if _kernels is None:
-            from . import _kernels as loaded
-
-            _kernels = loaded
         _refuse_compiles()
         if not _compiler_free():
             return None  # compiling elsewhere in this process: a load would wait for it
         _refusing.on = True
         try:
-            job(_kernels)
+            job()
         finally:
             _refusing.on = False
     except Exception as exc:  # any failure to load here leaves the kernel to the warm-up, as before
