@@ -159,15 +159,19 @@ def test_no_import_is_placed_late(module: str) -> None:
     assert not _late(MODULES[module][0]), f"{module}: imports after code at {_late(MODULES[module][0])}"
 
 
-PLACED = {"spacr_accel_core.__main__": "commands", "spacr_accel_core.reference": "kit"}
-"""Top-level modules that belong to a folder's layer: ``python -m spacr_accel_core`` (the command's
-other entry point), and ``reference``, a public module of the kit's layer (a documented path,
-importing only the contract) which the operation table names."""
+PLACED = {"spacr_accel_core.__main__": "commands", "spacr_accel_core.reference": "kit", "spacr_accel_core.ops": ""}
+"""Top-level modules and packages that belong to a folder's layer: ``python -m spacr_accel_core``
+(the command's other entry point); ``reference``, a public package of the kit's layer (a
+documented path whose family modules import only the contract and the kit) which the operation
+table names; and ``ops``, a face (its family modules declare the operations, and the package
+imports it so that every row is declared before anything reads the table). A package's modules
+are placed with it."""
 
 
 def _folder(module: str) -> str:
-    if module in PLACED:
-        return PLACED[module]
+    for placed, folder in PLACED.items():
+        if module == placed or module.startswith(f"{placed}."):
+            return folder
     parts = module.split(".")
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and MODULES[module][1]) else ""
 
