@@ -1,30 +1,32 @@
-"""The primitives' plain references (the windowed maximum, the nearest neighbour, the product) and
-the bit-for-bit field comparison the conformance checks share. Imports numpy only."""
+"""The conformance checks' names for the primitives' plain answers (the windowed maximum, the nearest
+neighbour, the product) and the bit-for-bit field comparison the checks share.
+
+The windowed maximum is :func:`spacr_accel_core.reference.maximum_filter` itself, one definition for
+the operation table and the checks. The nearest neighbour is written out here again for a reason of
+its own: it is the checks' large reference (thousands of sources against tens of thousands of
+targets), the first minimum of each row in a bounded block, where the package's ``k`` nearest sorts
+every row. The product comes with the bound that judges a float32 one. Imports numpy and
+:mod:`spacr_accel_core.reference` only.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import reference
+
 
 def reference_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
-    """The contract's windowed maximum, plainly: edge padding and a max over every window.
+    """The contract's windowed maximum: :func:`spacr_accel_core.reference.maximum_filter` with the
+    field's edge repeated (``"nearest"``), the maximum of every window.
 
-    ``ndarray.max`` propagates NaN, which is exactly the NaN rule; adding ``+0.0`` gives the
-    contract's sign of zero (a maximum of zero is ``+0.0``).
+    A window holding a NaN is NaN, which is the NaN rule; a maximum of zero is ``+0.0``, the
+    contract's sign of zero.
 
-    :param field: a 2-D array.
+    :param field: a 2-D array (taken as float32; beyond float32's range, infinity).
     :param size: the window edge (even raised to odd; ``<= 1`` is a copy, its zeros ``+0.0`` too).
     """
-    with np.errstate(over="ignore"):  # float64 beyond float32's range is inf, quietly
-        data = np.asarray(field).astype(np.float32)
-    if size % 2 == 0:
-        size += 1
-    if size <= 1 or data.size == 0:
-        return data + np.float32(0.0)
-    radius = size // 2
-    padded = np.pad(data, radius, mode="edge")
-    windows = np.lib.stride_tricks.sliding_window_view(padded, (size, size))
-    return np.asarray(windows.max(axis=(-2, -1)), dtype=np.float32) + np.float32(0.0)
+    return reference.maximum_filter(field, size)
 
 
 def assert_same_field(got: np.ndarray, expected: np.ndarray) -> None:
