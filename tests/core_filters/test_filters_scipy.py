@@ -203,21 +203,21 @@ def test_cupy_kit_gaussian_matches_scipy(laplace: bool, field: np.ndarray, sigma
                                          mode: str) -> None:
     from spacr_accel_core.kit._separable import SIGMA_SKIPPED
     from spacr_accel_core.operations._checks import sigma_pair
-    from spacr_accel_cupy import _kit, _smooth
+    from spacr_accel_cupy import _filters_kernels, _kit
 
     pair = sigma_pair(sigma)
     if max(pair) <= SIGMA_SKIPPED:
         return  # the core answers a filter that smooths nothing; no backend is asked
-    got = _smooth.gaussian(_kit.numpy_kit(), field.astype(np.float32), pair, truncate, mode, laplace)
+    got = _filters_kernels.gaussian(_kit.numpy_kit(), field.astype(np.float32), pair, truncate, mode, laplace)
     same_bits(got, scipy_gaussian(field, sigma, truncate, mode, laplace))
 
 
 @_SETTINGS
 @given(field=fields(), size=st.integers(3, 9).map(lambda s: s | 1))
 def test_cupy_kit_minimum_matches_scipy(field: np.ndarray, size: int) -> None:
-    from spacr_accel_cupy import _kit, _smooth
+    from spacr_accel_cupy import _filters_kernels, _kit
 
-    got = _smooth.minimum_filter(_kit.numpy_kit(), field.astype(np.float32), size)
+    got = _filters_kernels.minimum_filter(_kit.numpy_kit(), field.astype(np.float32), size)
     for mode in ("reflect", "nearest"):
         same_bits(got, scipy_extreme(field, size, mode, minimum=True))
 

@@ -115,7 +115,7 @@ def test_a_python_number_is_weak_in_a_level_set() -> None:
 def test_cupys_code_on_numpys_kit_matches_the_floor() -> None:
     """CuPy raises on a machine without a card, so its primitives run here on the kit's NumPy face."""
     pytest.importorskip("spacr_accel_cupy")
-    from spacr_accel_cupy import _levels
+    from spacr_accel_cupy import _levels_kernels
     from spacr_accel_cupy._kit import numpy_kit
     from spacr_accel_numpy._levels_kernels import order_statistics, rescale_fields
 
@@ -123,9 +123,10 @@ def test_cupys_code_on_numpys_kit_matches_the_floor() -> None:
     stack = rng.choice(np.float32([-1.0, 0.0, 2.0, 3.5, np.inf]), size=(5, 6, 7))
     stack[2, 1, 1] = np.nan
     ranks = np.array([0, 3, 20, 41], dtype=np.int64)
-    np.testing.assert_array_equal(_levels.order_statistics(numpy_kit(), stack, ranks), order_statistics(stack, ranks))
+    np.testing.assert_array_equal(_levels_kernels.order_statistics(numpy_kit(), stack, ranks),
+                                  order_statistics(stack, ranks))
     bounds = [rng.choice(np.array([1.0, 0.5, -2.0, np.nan]), 5) for _ in range(3)]
-    _same(_levels.rescale_fields(numpy_kit(), stack, *bounds), rescale_fields(stack, *bounds))
+    _same(_levels_kernels.rescale_fields(numpy_kit(), stack, *bounds), rescale_fields(stack, *bounds))
 
 
 def test_cupy_here_falls_through_for_real() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given
 
 from spacr_accel_core import reference
 from spacr_accel_core.testing._decode import _SETTINGS, gather_cases, shifted_pairs
-from spacr_accel_cupy import _decode, _kit
+from spacr_accel_cupy import _kit, _peaks_kernels, _registration_kernels
 
 KIT = _kit.numpy_kit()
 
@@ -20,7 +20,7 @@ KIT = _kit.numpy_kit()
 def test_window_maxima_on_the_kit_matches_reference(case: tuple[np.ndarray, np.ndarray, int]) -> None:
     stack, points, size = case
     flat = stack.reshape(-1, *stack.shape[-2:])
-    got = _decode.window_maxima(KIT, flat, points, size)
+    got = _peaks_kernels.window_maxima(KIT, flat, points, size)
     want = reference.window_maxima(flat, points, size)
     assert got.tobytes() == want.tobytes()
 
@@ -31,7 +31,7 @@ def test_phase_correlate_on_the_kit_matches_reference(pair: tuple[np.ndarray, np
     first, second = pair
     flat_first = first.reshape(-1, *first.shape[-2:])
     flat_second = second.reshape(flat_first.shape)
-    peaks, ratios = _decode.phase_correlate(KIT, flat_first, flat_second, np.arange(flat_first.shape[0]))
+    peaks, ratios = _registration_kernels.phase_correlate(KIT, flat_first, flat_second, np.arange(flat_first.shape[0]))
     width = first.shape[-1]
     for number in range(flat_first.shape[0]):
         dy, dx, ratio, _ = reference.phase_correlation(flat_first[number], flat_second[number])
@@ -46,9 +46,11 @@ def test_small_budgets_split_the_work_and_keep_the_answer(monkeypatch: pytest.Mo
     second = np.roll(first[pairing], (3, -2), axis=(1, 2))
     stack = rng.random((6, 20, 20)).astype(np.float32)
     points = rng.integers(0, 20, size=(9, 2))
-    whole = _decode.phase_correlate(KIT, first, second, pairing), _decode.window_maxima(KIT, stack, points, 5)
+    whole = (_registration_kernels.phase_correlate(KIT, first, second, pairing),
+             _peaks_kernels.window_maxima(KIT, stack, points, 5))
     monkeypatch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", "1")  # the smallest pass: one pair, one field
-    split = _decode.phase_correlate(KIT, first, second, pairing), _decode.window_maxima(KIT, stack, points, 5)
+    split = (_registration_kernels.phase_correlate(KIT, first, second, pairing),
+             _peaks_kernels.window_maxima(KIT, stack, points, 5))
     np.testing.assert_array_equal(whole[0][0], np.full(5, 13 * 12 + 2))  # the shift (3, -2), wrapped
     np.testing.assert_array_equal(whole[0][0], split[0][0])
     np.testing.assert_array_equal(whole[0][1], split[0][1])
@@ -59,7 +61,7 @@ def test_an_out_of_memory_batch_is_halved_and_retried(monkeypatch: pytest.Monkey
     rng = np.random.default_rng(4)
     first = rng.random((4, 12, 12))
     second = np.roll(first, (1, 2), axis=(1, 2))
-    original = _decode._surfaces
+    original = _registration_kernels._surfaces
     sizes: list[int] = []
 
     def tight(kit: _kit.Kit, a: np.ndarray, b: np.ndarray, pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +70,7 @@ def test_an_out_of_memory_batch_is_halved_and_retried(monkeypatch: pytest.Monkey
             raise MemoryError("out of memory allocating the spectra")
         return original(kit, a, b, pairing)
 
-    monkeypatch.setattr(_decode, "_surfaces", tight)
-    peaks, _ = _decode.phase_correlate(KIT, first, second, np.arange(4))
+    monkeypatch.setattr(_registration_kernels, "_surfaces", tight)
+    peaks, _ = _registration_kernels.phase_correlate(KIT, first, second, np.arange(4))
     assert sizes[0] == 4 and sizes[-1] == 1
     np.testing.assert_array_equal(peaks, np.full(4, 11 * 12 + 10))  # the shift (-1, -2), wrapped

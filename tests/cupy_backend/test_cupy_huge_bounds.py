@@ -13,7 +13,7 @@ import pytest
 
 import spacr_accel_core
 from spacr_accel_core import last_dispatch, ops, use
-from spacr_accel_cupy import _kit, _plugin
+from spacr_accel_cupy import _kit, _plugin, _runtime
 
 HUGE_BOUNDS: list[Any] = [
     np.finfo(np.float64).max,
@@ -50,7 +50,7 @@ def _calls(bound: Any, k: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 @pytest.fixture
 def kit_card(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_plugin, "cupy_kit", _kit.numpy_kit)
+    monkeypatch.setattr(_runtime, "cupy_kit", _kit.numpy_kit)
 
 
 @pytest.fixture

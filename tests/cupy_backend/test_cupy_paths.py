@@ -21,7 +21,7 @@ from hypothesis.extra import numpy as hnp
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable, last_dispatch, ops
 from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
 from spacr_accel_core.toolkit import install_command
-from spacr_accel_cupy import _driver, _kit, _ops, _plugin
+from spacr_accel_cupy import _driver, _filters_kernels, _kit, _neighbours_kernels, _plugin, _products_kernels
 
 
 def _device_reason() -> str | None:
@@ -131,7 +131,7 @@ def test_filter_equals_the_reference(field: np.ndarray, size: int, budget: str |
     with pytest.MonkeyPatch.context() as patch:
         if budget is not None:
             patch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", budget)  # many small tiles
-        got = _ops.maximum_filter(KIT, field, size)
+        got = _filters_kernels.maximum_filter(KIT, field, size)
     assert np.array_equal(got, reference_maximum_filter(field, size), equal_nan=True)
 
 
@@ -157,7 +157,7 @@ def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 @given(points=point_sets(), chunk=st.sampled_from([1, 7, 64, 4096]))
 def test_nearest_equals_the_reference(points: tuple[np.ndarray, np.ndarray], chunk: int) -> None:
     source, target = points
-    index, distance = _ops.nearest(KIT, source, target, chunk)
+    index, distance = _neighbours_kernels.nearest(KIT, source, target, chunk)
     expected = reference_nearest(source, target)
     assert index.dtype == np.int64 and distance.dtype == np.float32
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
@@ -179,7 +179,7 @@ def test_huge_and_tiny_wide_coordinates_are_exact(scale: float) -> None:
     expected = reference_nearest(source, target)
     assert expected[0][5] == 40
     for chunk in (7, 4096):
-        index, distance = _ops.nearest(KIT, source, target, chunk)
+        index, distance = _neighbours_kernels.nearest(KIT, source, target, chunk)
         assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
 
@@ -191,7 +191,7 @@ def test_matmul_matches_numpy(dtype: type, shapes: tuple[tuple[int, ...], tuple[
     rng = np.random.default_rng(0)
     first: np.ndarray = (rng.standard_normal(shapes[0]) * 10).astype(dtype)
     second: np.ndarray = (rng.standard_normal(shapes[1]) * 10).astype(dtype)
-    got = _ops.matmul(KIT, first, second)
+    got = _products_kernels.matmul(KIT, first, second)
     expected = np.matmul(first.astype(np.float64), second.astype(np.float64))
     assert got.dtype == np.float32 and got.shape == np.shape(expected)
     assert np.allclose(got, expected, rtol=1e-5, atol=1e-4)
@@ -205,13 +205,13 @@ def test_thin_fields_under_wide_windows_cap_each_axis(data: st.DataObject, thin_
     shape = (short, long) if thin_rows else (long, short)
     field = data.draw(hnp.arrays(np.float32, shape, elements=st.floats(-1e6, 1e6, width=32)))
     size = data.draw(st.integers(1, long + 1).map(lambda k: 2 * k + 1))
-    got = _ops.maximum_filter(KIT, field, size) + np.float32(0)
+    got = _filters_kernels.maximum_filter(KIT, field, size) + np.float32(0)
     assert np.array_equal(got, reference_maximum_filter(field, size))
 
 
 def test_filter_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes: list[int] = []
-    filter_tile = _ops._filter_tile
+    filter_tile = _filters_kernels._filter_tile
 
     def flaky(kit: _kit.Kit, tile: np.ndarray, size: int) -> np.ndarray:
         sizes.append(tile.shape[0])
@@ -219,9 +219,9 @@ def test_filter_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.Mo
             raise CupyOutOfMemory("Out of memory allocating 1,073,741,824 bytes")
         return filter_tile(kit, tile, size)  # type: ignore[no-any-return]  # an ndarray on NumPy
 
-    monkeypatch.setattr(_ops, "_filter_tile", flaky)
+    monkeypatch.setattr(_filters_kernels, "_filter_tile", flaky)
     field = np.random.default_rng(1).standard_normal((400, 50)).astype(np.float32)
-    got = _ops.maximum_filter(KIT, field, 9)
+    got = _filters_kernels.maximum_filter(KIT, field, 9)
     assert np.array_equal(got, reference_maximum_filter(field, 9))
     assert sizes[0] == 400 and min(sizes) <= 60
 
@@ -230,9 +230,9 @@ def test_nearest_gives_up_with_backend_out_of_memory_at_the_floor(monkeypatch: p
     def full(*_: object, **__: object) -> None:
         raise CupyOutOfMemory("Out of memory allocating 512 bytes")
 
-    monkeypatch.setattr(_ops, "pick_lowest", full)
+    monkeypatch.setattr(_neighbours_kernels, "pick_lowest", full)
     with pytest.raises(BackendOutOfMemory, match="out of memory even for 1"):
-        _ops.nearest(KIT, np.zeros((20, 2), np.float32), np.ones((30, 2), np.float32), 4096)
+        _neighbours_kernels.nearest(KIT, np.zeros((20, 2), np.float32), np.ones((30, 2), np.float32), 4096)
 
 
 def test_matmul_retries_then_finishes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,7 +256,7 @@ def test_matmul_retries_then_finishes(monkeypatch: pytest.MonkeyPatch) -> None:
                    lambda: None, lambda: None)
     first = np.random.default_rng(2).standard_normal((3000, 8)).astype(np.float32)
     second = np.random.default_rng(3).standard_normal((8, 8)).astype(np.float32)
-    got = _ops.matmul(kit, first, second)
+    got = _products_kernels.matmul(kit, first, second)
     assert np.allclose(got, first @ second, rtol=1e-5, atol=1e-5)
     assert calls[:4] == [3000, 1500, 750, 375]
 

@@ -18,7 +18,7 @@ from hypothesis.extra import numpy as hnp
 from spacr_accel_core import last_dispatch, ops, reference
 from spacr_accel_core.accelerator import DeviceMemory
 from spacr_accel_core.testing import packed_descriptors, reference_maximum_filter
-from spacr_accel_cupy import _kit, _knearest, _peaks, _plugin, _room
+from spacr_accel_cupy import _filters_kernels, _kit, _neighbours_kernels, _peaks_kernels, _room, _runtime
 
 KIT = _kit.numpy_kit()
 
@@ -51,7 +51,7 @@ def test_k_nearest_within_a_distance_equals_the_reference(points: tuple[np.ndarr
     with pytest.MonkeyPatch.context() as patch:
         if budget is not None:
             patch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", str(budget))
-        index, found = _knearest.k_nearest(KIT, source, target, chunk, k, bound)
+        index, found = _neighbours_kernels.k_nearest(KIT, source, target, chunk, k, bound)
     expected_index, expected_found = reference.k_nearest(source, target, k, bound)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -61,7 +61,7 @@ def test_copies_of_one_point_go_to_the_exact_brute_force() -> None:
     target = np.zeros((3000, 2), np.float32)
     target[::7] = 1.0
     source = np.array([[0.0, 0.0], [1.0, 1.0], [0.4, 0.4]], np.float32)
-    index, found = _knearest.k_nearest(KIT, source, target, 4096, 5, None)
+    index, found = _neighbours_kernels.k_nearest(KIT, source, target, 4096, 5, None)
     expected_index, expected_found = reference.k_nearest(source, target, 5)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -77,7 +77,7 @@ DESCRIPTORS = packed_descriptors(widths=(1, 3, 32, 61))
 def test_hamming_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int, bound: float | None,
                                       chunk: int) -> None:
     source, target = bits
-    index, found = _knearest.hamming(KIT, source, target, chunk, k, bound)
+    index, found = _neighbours_kernels.hamming(KIT, source, target, chunk, k, bound)
     expected_index, expected_found = reference.hamming_nearest(source, target, k, bound)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -99,8 +99,8 @@ def test_peaks_and_stacks_equal_the_reference(field: np.ndarray, size: int, thre
         if budget is not None:
             patch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", str(budget))
         below = None if threshold is None else np.float32(threshold)
-        peaks = _peaks.local_maxima(KIT, field, size, below)
-        filtered = _peaks.maximum_filter_stack(KIT, field, size)
+        peaks = _peaks_kernels.local_maxima(KIT, field, size, below)
+        filtered = _filters_kernels.maximum_filter_stack(KIT, field, size)
     np.testing.assert_array_equal(peaks, reference.local_maxima(field, size, threshold))
     flat = field.reshape(-1, *field.shape[-2:])
     for number, plane in enumerate(filtered.reshape(flat.shape)):
@@ -109,7 +109,7 @@ def test_peaks_and_stacks_equal_the_reference(field: np.ndarray, size: int, thre
 
 def test_every_argument_is_served_by_cupy_with_no_decline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kit standing in for the card: each forced call reaches CuPy's code and is served there."""
-    monkeypatch.setattr(_plugin, "cupy_kit", _kit.numpy_kit)
+    monkeypatch.setattr(_runtime, "cupy_kit", _kit.numpy_kit)
     rng = np.random.default_rng(4)
     points = rng.integers(0, 20, (300, 2)).astype(np.float32)
     bits = rng.integers(0, 256, (200, 32), dtype=np.uint8)
@@ -154,7 +154,7 @@ def test_a_stack_is_one_call_with_one_transfer_each_way(monkeypatch: pytest.Monk
         return np.asarray(array)
 
     kit = replace(KIT, to_device=to_device, to_host=to_host)
-    monkeypatch.setattr(_plugin, "cupy_kit", lambda: kit)
+    monkeypatch.setattr(_runtime, "cupy_kit", lambda: kit)
     ops.local_maxima(np.zeros((11, 4, 30, 30), np.float32), 5, threshold=-1.0, backend="cupy")
     assert [direction for direction, _shape in moved] == ["in", "out"]
     assert moved[0][1] == (44, 30, 30)
@@ -187,7 +187,7 @@ def test_passes_take_a_fraction_of_the_reported_free_memory(monkeypatch: pytest.
     assert kit.budget() == int(0.4 * (3 << 20))
     assert replace(kit, reported_free=lambda: None).budget() == 64 << 20  # nobody can say: the host's size
     field = np.random.default_rng(5).standard_normal((11, 4, 96, 96)).astype(np.float32)
-    got = _peaks.maximum_filter_stack(kit, field, 5)
+    got = _filters_kernels.maximum_filter_stack(kit, field, 5)
     assert len(moved) > 1 and max(shape[1] for shape in moved) < 96
     flat = field.reshape(-1, 96, 96)
     for number, plane in enumerate(got.reshape(flat.shape)):
@@ -200,7 +200,7 @@ def test_wide_rows_take_the_bound_from_group_minima_and_stay_exact(k: int) -> No
     rng = np.random.default_rng(k)
     source = rng.uniform(0, 100, (300, 2)).astype(np.float32)
     target = np.vstack([rng.integers(0, 100, (2000, 2)), rng.uniform(0, 100, (1500, 2))]).astype(np.float32)
-    index, found = _knearest.k_nearest(KIT, source, target, 128, k, 3.0 if k == 7 else None)
+    index, found = _neighbours_kernels.k_nearest(KIT, source, target, 128, k, 3.0 if k == 7 else None)
     expected_index, expected_found = reference.k_nearest(source, target, k, 3.0 if k == 7 else None)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -212,7 +212,7 @@ def test_hamming_over_thousands_of_targets_takes_the_bound_from_group_minima(k: 
     pool = rng.integers(0, 256, (40, 32), dtype=np.uint8)  # few distinct rows: ties at every place
     source = pool[rng.integers(0, 40, 200)]
     target = np.vstack([pool[rng.integers(0, 40, 1500)], rng.integers(0, 256, (1500, 32), dtype=np.uint8)])
-    index, found = _knearest.hamming(KIT, source, target, 64, k, 100 if k == 5 else None)
+    index, found = _neighbours_kernels.hamming(KIT, source, target, 64, k, 100 if k == 5 else None)
     expected_index, expected_found = reference.hamming_nearest(source, target, k, 100 if k == 5 else None)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)

@@ -17,7 +17,7 @@ import pytest
 
 from spacr_accel_core import BackendUnavailable
 from spacr_accel_core.testing import reference_nearest
-from spacr_accel_cupy import _kit, _ops
+from spacr_accel_cupy import _kit, _neighbours_kernels, _products_kernels
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 KIT = _kit.numpy_kit()
@@ -100,10 +100,10 @@ def test_the_search_product_moves_to_float64_when_float32_is_reduced() -> None:
         return _kit.Kit("numpy", np, KIT.ndimage, np.asarray, np.asarray, lambda: None, lambda: None,
                         lambda dtype: _kit.cupy_gemm_unit(linalg, np.dtype(dtype)))
 
-    assert _ops._gemm_plan(KIT, F32) == (F32, 2.0 ** -24)
-    assert _ops._gemm_plan(KIT, F64) == (F64, 2.0 ** -53)
-    assert _ops._gemm_plan(kit(Linalg(float32=7)), F32) == (F64, 2.0 ** -53)
-    assert _ops._gemm_plan(kit(Linalg(float32=7, float64=4)), F32) == (F64, 2.0 ** -24)  # widened
+    assert _neighbours_kernels._gemm_plan(KIT, F32) == (F32, 2.0 ** -24)
+    assert _neighbours_kernels._gemm_plan(KIT, F64) == (F64, 2.0 ** -53)
+    assert _neighbours_kernels._gemm_plan(kit(Linalg(float32=7)), F32) == (F64, 2.0 ** -53)
+    assert _neighbours_kernels._gemm_plan(kit(Linalg(float32=7, float64=4)), F32) == (F64, 2.0 ** -24)  # widened
 
 
 class Tf32Numpy:
@@ -141,14 +141,14 @@ def wide_points() -> tuple[np.ndarray, np.ndarray]:
 def test_the_simulated_tf32_product_does_break_an_ieee_margin() -> None:
     """The check below can fail: a TF32 product behind an IEEE-sized margin picks wrong neighbours."""
     source, target = wide_points()
-    index, _ = _ops.nearest(tf32_kit(honest=False), source, target, 4096)
+    index, _ = _neighbours_kernels.nearest(tf32_kit(honest=False), source, target, 4096)
     assert not np.array_equal(index, reference_nearest(source, target)[0])
 
 
 def test_nearest_stays_exact_under_tf32() -> None:
     source, target = wide_points()
     for chunk in (64, 4096):
-        index, distance = _ops.nearest(tf32_kit(honest=True), source, target, chunk)
+        index, distance = _neighbours_kernels.nearest(tf32_kit(honest=True), source, target, chunk)
         expected = reference_nearest(source, target)
         assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
@@ -180,10 +180,10 @@ def test_a_search_planned_inside_another_calls_window_still_sees_tf32() -> None:
     with _kit.cupy_ieee(linalg, state):
         assert _kit.cupy_gemm_unit(linalg, F32) == 2.0 ** -24  # the product now
         assert kit.gemm_unit(F32) == 2.0 ** -10  # what may come back mid-search
-        assert _ops._gemm_plan(kit, F32)[0] == F64
+        assert _neighbours_kernels._gemm_plan(kit, F32)[0] == F64
     assert kit.gemm_unit(F32) == 2.0 ** -10
     linalg.set_compute_type(F32, Linalg.COMPUTE_TYPE_DEFAULT)
-    assert _ops._gemm_plan(kit, F32) == (F32, 2.0 ** -24)
+    assert _neighbours_kernels._gemm_plan(kit, F32) == (F32, 2.0 ** -24)
 
 
 def test_matmul_runs_inside_the_kits_ieee_context() -> None:
@@ -210,7 +210,7 @@ def test_matmul_runs_inside_the_kits_ieee_context() -> None:
     kit = _kit.Kit("numpy", Spy(), KIT.ndimage, np.asarray, np.asarray,  # type: ignore[arg-type]  # a module stand-in
                    lambda: None, lambda: None, _kit.ieee_unit, Ieee)
     first = np.arange(12, dtype=np.float32).reshape(4, 3)
-    assert np.array_equal(_ops.matmul(kit, first, first.T), first @ first.T)
+    assert np.array_equal(_products_kernels.matmul(kit, first, first.T), first @ first.T)
     assert inside and all(inside) and not active[0]
 
 

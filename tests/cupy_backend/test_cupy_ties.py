@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spacr_accel_core.testing import reference_nearest, tie_heavy_point_sets
-from spacr_accel_cupy import _kit, _ops
+from spacr_accel_cupy import _kit, _neighbours_kernels
 
 KIT = _kit.numpy_kit()
 
@@ -29,10 +29,10 @@ def test_ties_go_to_the_lowest_index(points: tuple[np.ndarray, np.ndarray], chun
     """With the default cap and with a cap of 0 (every pass by the brute force)."""
     source, target = points
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_ops, "_CANDIDATES_PER_ROW", cap)
+        patch.setattr(_neighbours_kernels, "_CANDIDATES_PER_ROW", cap)
         if cap == 0:
-            patch.setattr(_ops, "_CANDIDATE_ALLOWANCE", 0)
-        index, distance = _ops.nearest(KIT, source, target, chunk)
+            patch.setattr(_neighbours_kernels, "_CANDIDATE_ALLOWANCE", 0)
+        index, distance = _neighbours_kernels.nearest(KIT, source, target, chunk)
     expected_index, expected_distance = reference_nearest(source, target)
     assert np.array_equal(index, expected_index)
     assert np.array_equal(distance, expected_distance)
@@ -40,18 +40,18 @@ def test_ties_go_to_the_lowest_index(points: tuple[np.ndarray, np.ndarray], chun
 
 def test_copies_are_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """3,000 copies of two points reach the search as two targets and two sources."""
-    search = _ops._search
+    search = _neighbours_kernels._search
     seen: list[tuple[int, int]] = []
 
     def spy(kit: _kit.Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
         seen.append((source.shape[0], target.shape[0]))
         return search(kit, source, target, chunk)
 
-    monkeypatch.setattr(_ops, "_search", spy)
+    monkeypatch.setattr(_neighbours_kernels, "_search", spy)
     pair = np.array([[7.0, 7.0], [1.0, 2.0]], dtype=np.float32)
     target = np.ascontiguousarray(pair[np.arange(3000) % 2])
     source = np.ascontiguousarray(pair[::-1][np.arange(3000) % 2])
-    index, distance = _ops.nearest(KIT, source, target, 4096)
+    index, distance = _neighbours_kernels.nearest(KIT, source, target, 4096)
     assert seen == [(2, 2)]
     assert np.array_equal(index, np.arange(3000) % 2 == 0)  # source 0 is [1, 2]: target 1
     assert not distance.any()
@@ -60,7 +60,7 @@ def test_copies_are_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_tight_cluster_beside_far_outliers_goes_to_the_brute_force(monkeypatch: pytest.MonkeyPatch) -> None:
     """The expansion cannot tell the cluster apart; the capped passes are answered exactly, in
     sub-passes of a small budget, and equal the reference."""
-    brute = _ops._brute
+    brute = _neighbours_kernels._brute
     calls: list[tuple[int, int]] = []
 
     def spy(kit: _kit.Kit, s_dev: np.ndarray, t_dev: np.ndarray, start: int, stop: int,
@@ -68,10 +68,10 @@ def test_a_tight_cluster_beside_far_outliers_goes_to_the_brute_force(monkeypatch
         calls.append((start, stop))
         brute(kit, s_dev, t_dev, start, stop, index, best)
 
-    monkeypatch.setattr(_ops, "_brute", spy)
+    monkeypatch.setattr(_neighbours_kernels, "_brute", spy)
     monkeypatch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", str(1 << 20))  # several sub-passes per pass
     source, target = cluster_beside_outliers(1500, 1), cluster_beside_outliers(2000, 2)
-    index, distance = _ops.nearest(KIT, source, target, 700)
+    index, distance = _neighbours_kernels.nearest(KIT, source, target, 700)
     assert calls  # the case this guards
     expected_index, expected_distance = reference_nearest(source, target)
     assert np.array_equal(index, expected_index)

@@ -42,31 +42,31 @@ def _moved(stack: np.ndarray, moves: np.ndarray) -> tuple[np.ndarray, np.ndarray
 @_SETTINGS
 @given(case=translation_cases())
 def test_cupy_translation_on_the_kit_is_spacrs(case: tuple[np.ndarray, object, np.ndarray]) -> None:
-    from spacr_accel_cupy import _kit, _planes
+    from spacr_accel_cupy import _kit, _planes_kernels
 
     prepared = _moved(case[0], case[2])
     if prepared is not None:
         flat, shifts, want = prepared
-        assert _planes.translate(_kit.numpy_kit(), flat, shifts).tobytes() == want.tobytes()
+        assert _planes_kernels.translate(_kit.numpy_kit(), flat, shifts).tobytes() == want.tobytes()
 
 
 @_SETTINGS
 @given(stack=score_stacks())
 def test_cupy_score_on_the_kit_is_numpys(stack: np.ndarray) -> None:
-    from spacr_accel_cupy import _kit, _planes
+    from spacr_accel_cupy import _kit, _planes_kernels
 
     data = _scorable(stack)
     if data is not None:
-        assert same_bits(_planes.spot_score(_kit.numpy_kit(), data), spacr_score(stack))
+        assert same_bits(_planes_kernels.spot_score(_kit.numpy_kit(), data), spacr_score(stack))
 
 
 def test_cupy_score_in_bands_of_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    from spacr_accel_cupy import _kit, _planes
+    from spacr_accel_cupy import _kit, _planes_kernels
 
     kit = _kit.numpy_kit()
     monkeypatch.setattr(_kit.Kit, "budget", lambda self: 1)  # one row per pass
     stack = (np.random.default_rng(2).standard_normal((7, 3, 9, 5)) * 1e5).astype(np.float32)
-    assert same_bits(_planes.spot_score(kit, stack), spacr_score(stack))
+    assert same_bits(_planes_kernels.spot_score(kit, stack), spacr_score(stack))
 
 
 def _torch_cpu() -> object:

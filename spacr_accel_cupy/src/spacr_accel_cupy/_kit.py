@@ -1,9 +1,10 @@
 """What the CuPy primitives need from an array library, gathered in one record.
 
-WHY A KIT. The algorithms in :mod:`._ops` are written once against a NumPy-compatible namespace:
-with CuPy they run on the card, and with NumPy and SciPy they run on any machine, which is how
-this package's tests check every line of them (tiling, out-of-memory retries, the NaN rule, the
-exact verdict) on machines without a GPU. Only this module knows which library is which.
+WHY A KIT. The algorithms of every family (the ``_<family>_kernels`` modules) are written once
+against a NumPy-compatible namespace: with CuPy they run on the card, and with NumPy and SciPy they
+run on any machine, which is how this package's tests check every line of them (tiling,
+out-of-memory retries, the NaN rule, the exact verdict) on machines without a GPU. Only this module
+knows which library is which.
 """
 
 from __future__ import annotations

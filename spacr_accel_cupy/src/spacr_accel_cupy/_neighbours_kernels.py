@@ -1,7 +1,20 @@
-"""The ``k`` nearest within a distance and Hamming, against a :class:`~._kit.Kit` (CuPy on the card,
-NumPy in the tests): what ``nearest_neighbours`` serves beyond one Euclidean neighbour.
+"""The neighbours family against a :class:`~._kit.Kit` (CuPy on the card, NumPy in the tests): one
+Euclidean neighbour, and what ``nearest_neighbours`` serves beyond it (the ``k`` nearest within a
+distance, Hamming).
 
-EUCLIDEAN ``k``. The one-neighbour search of :mod:`._ops` asked for ``k`` places: one GEMM gives
+ONE NEIGHBOUR. The NumPy backend's matrix-product search, per chunk of source rows: one GEMM
+gives ``|t|^2 - 2 s.t`` in float32 (:func:`spacr_accel_core.exact.expansion_plan`: scaled by a
+power of two, so float32 is safe at any magnitude), every target within a proven rounding bound of
+a row's best is a candidate, and the candidates are settled exactly on the card in float64
+(:func:`~spacr_accel_core.exact.exact_squared` and :func:`~spacr_accel_core.exact.pick_lowest` on
+CuPy arrays), lowest index among equals. Identical points are searched once (their lowest-indexed
+copy), and a pass whose rounding cannot tell its targets apart (more than a few dozen candidates a
+row: a tight cluster beside far outliers) is answered by the exact arithmetic against every target
+instead. Where float32 products are not IEEE (``CUPY_TF32=1``: inputs rounded to 10 bits) the
+search product runs in float64 instead, and the margin always uses the unit roundoff the product
+really has.
+
+EUCLIDEAN ``k``. The one-neighbour search asked for ``k`` places: one GEMM gives
 ``|t|^2 - 2 s.t`` per pass (:func:`spacr_accel_core.exact.expansion_plan`), every target within the
 proven margin of a row's ``k``-th smallest rounded value is a candidate (the margin bounds twice the
 rounding, so the true ``k`` nearest and every tie at the ``k``-th place are in), and the candidates
@@ -16,6 +29,10 @@ in magnitude at every partial sum, so exact in float32 (and under TF32, whose in
 small integers, with float32 accumulation). The order (count, index) is the order of the unique
 integer key ``(8 B - score) M + index``: the keys at or below a bound on the ``k``-th smallest (the
 minima of column groups, as for the Euclidean search) are the candidates, sorted per row.
+
+Every loop is tiled from the memory free NOW, and a tile that runs out of memory is retried at
+half its size, down to a floor, before the primitive gives up with ``BackendOutOfMemory``
+(:func:`._runtime.tiled`). Imported by the hook of :mod:`._neighbours` at its first call.
 """
 
 from __future__ import annotations
@@ -26,17 +43,122 @@ from typing import Any
 import numpy as np
 
 from spacr_accel_core import BackendDeclined
-from spacr_accel_core.toolkit import exact_squared, expansion_plan
+from spacr_accel_core.toolkit import (
+    distances,
+    distinct_rows,
+    exact_squared,
+    expansion_plan,
+    pick_lowest,
+)
 
-from ._kit import Kit
-from ._ops import _gemm_plan, nearest, tiled
+from ._kit import Kit, ieee_unit
+from ._runtime import tiled
 
-__all__ = ["hamming", "k_nearest", "nearest_neighbours"]
+__all__ = ["hamming", "k_nearest", "nearest", "nearest_neighbours"]
 
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _gemm_plan(kit: Kit, work: np.dtype) -> tuple[np.dtype, float]:
+    """``(dtype, unit roundoff)`` for the search product: the margin must use the rounding the
+    product REALLY has. Reduced float32 products (TF32, bfloat16) move to float64, which the card
+    has and which keeps the candidates few (the product is D + 1 deep, so memory-bound: about twice
+    the time); a float64 compute type someone reduced as well widens the margin instead."""
+    if work == _F32 and kit.gemm_unit(_F32) > ieee_unit(_F32):
+        work = _F64
+    return work, max(ieee_unit(work), kit.gemm_unit(work))
+
+
 _CANDIDATES_PER_ROW = 32
+"""A pass nominating more than this many targets a row on average (plus :data:`_CANDIDATE_ALLOWANCE`)
+is answered by an exact brute force instead (:func:`_brute`): points the expansion's rounding
+cannot tell apart (a tight cluster beside far outliers: every cluster point a candidate of every
+cluster source) would otherwise make the verdict sort every pair of the pass. The ``k`` search
+allows this many a row for each of its places, and answers by :func:`_brute_first_k`."""
 _CANDIDATE_ALLOWANCE = 4096
-_BRUTE_BYTES_PER_PAIR = 8 * 4  # the float64 sums, one coordinate's differences, the sort's indices
+_BRUTE_BYTES_PER_PAIR = 8 * 3  # the float64 sums, one coordinate's squared differences, the tie mask
+
+
+def nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest neighbours: int64 indices and float32 distances equal to the NumPy backend's.
+
+    Identical targets are searched once, as their lowest-indexed copy, and identical sources once
+    (:func:`~spacr_accel_core.exact.distinct_rows`, one host sort): every copy is otherwise a tie the
+    verdict must settle, 30,000 x 30,000 equal distances for 30,000 copies of one centroid.
+
+    :param kit: the library to run on.
+    :param source: ``(N, D)`` float32, C-contiguous, finite, N >= 1.
+    :param target: ``(M, D)`` float32, C-contiguous, finite, M >= 1.
+    :param chunk: at most this many source rows per pass.
+    """
+    targets = distinct_rows(target)
+    sources = distinct_rows(source)
+    if sources is not None:
+        source = np.ascontiguousarray(source[sources[0]])
+    if targets is None:
+        index, squared = _search(kit, source, target, chunk)
+    else:
+        found, squared = _search(kit, source, np.ascontiguousarray(target[targets[0]]), chunk)
+        index = targets[0][found]
+    if sources is not None:
+        index, squared = index[sources[1]], squared[sources[1]]
+    return index, distances(squared)
+
+
+def _brute(kit: Kit, s_dev: Any, t_dev: Any, start: int, stop: int, index: Any, best: Any) -> None:
+    """Rows ``start:stop`` by the contract's arithmetic against every target, on the card, in
+    sub-passes the budget holds: the smallest exact sum, then the lowest index among equals."""
+    xp = kit.xp
+    m = t_dev.shape[0]
+    rows = max(1, kit.budget() // (m * _BRUTE_BYTES_PER_PAIR))
+    columns = xp.arange(m, dtype=xp.int64)
+    for lo in range(start, stop, rows):
+        hi = min(stop, lo + rows)
+        exact = exact_squared(s_dev[lo:hi, None, :], t_dev[None, :, :])
+        least = exact.min(axis=1)
+        # The lowest column among the equal minima, by an integer minimum (no reliance on which
+        # of several equal values a library's argmin reports).
+        index[lo:hi] = xp.where(exact == least[:, None], columns[None, :], m).min(axis=1)
+        best[lo:hi] = least
+
+
+def _search(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, exact float64 squared distances)`` on the host, for distinct-or-not points."""
+    xp = kit.xp
+    n, m = source.shape[0], target.shape[0]
+    work, unit = _gemm_plan(kit, _F32)
+    plan = expansion_plan(source, target, work, unit)
+    left_dev, right_dev = kit.to_device(plan.left), kit.to_device(plan.right)
+    margin_dev = kit.to_device(plan.margin)
+    s_dev, t_dev = kit.to_device(source.astype(np.float64)), kit.to_device(target.astype(np.float64))
+    index = xp.empty(n, dtype=xp.int64)
+    best = xp.empty(n, dtype=xp.float64)
+    rows = max(1, min(chunk, kit.budget() // max(1, m * (work.itemsize + 2))))
+
+    def step(start: int, stop: int) -> None:
+        approx = xp.matmul(left_dev[start:stop], right_dev)
+        threshold = approx.min(axis=1) + margin_dev[start:stop]
+        nominated = approx <= threshold[:, None]
+        del approx
+        if int(xp.count_nonzero(nominated)) > _CANDIDATES_PER_ROW * (stop - start) + _CANDIDATE_ALLOWANCE:
+            del nominated
+            _brute(kit, s_dev, t_dev, start, stop, index, best)
+            return
+        local, cols = xp.nonzero(nominated)
+        del nominated
+        cols = cols.astype(xp.int64)
+        # The verdict, on the card: the contract's float64 arithmetic, then its tie rule.
+        exact = exact_squared(s_dev, t_dev, start + local, cols)
+        index[start:stop], best[start:stop] = pick_lowest(local, cols, exact, stop - start, xp=xp)
+
+    tiled(n, rows, 1, step, kit, "nearest_neighbours")
+    return np.asarray(kit.to_host(index), dtype=np.int64), np.asarray(kit.to_host(best), dtype=np.float64)
+
+
+# ---- the k nearest within a distance, and Hamming -----------------------------------------------
+
+_SORTED_BRUTE_BYTES_PER_PAIR = 8 * 4  # the float64 sums, one coordinate's differences, the sort's indices
 
 
 def nearest_neighbours(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int, k: int,
@@ -84,7 +206,7 @@ def _kth_bound(xp: Any, approx: Any, have: int) -> Any:
     return xp.partition(minima, have - 1, axis=1)[:, have - 1]
 
 
-def _brute(xp: Any, s_dev: Any, t_dev: Any, k: int) -> tuple[Any, Any]:
+def _brute_first_k(xp: Any, s_dev: Any, t_dev: Any, k: int) -> tuple[Any, Any]:
     """Rows ``s_dev`` against every target by the contract's arithmetic: the first ``k``."""
     exact = exact_squared(s_dev[:, None, :], t_dev[None, :, :])
     # CuPy's sort is always stable and takes no other kind; NumPy's must be asked for it.
@@ -129,10 +251,10 @@ def k_nearest(kit: Kit, source: np.ndarray, target: np.ndarray, chunk: int, k: i
         del approx
         if int(xp.count_nonzero(nominated)) > _CANDIDATES_PER_ROW * have * (stop - start) + _CANDIDATE_ALLOWANCE:
             del nominated
-            brute_rows = max(1, kit.budget() // (m * _BRUTE_BYTES_PER_PAIR))
+            brute_rows = max(1, kit.budget() // (m * _SORTED_BRUTE_BYTES_PER_PAIR))
             for lo in range(start, stop, brute_rows):
                 hi = min(stop, lo + brute_rows)
-                chosen, squared = _brute(xp, s_dev[lo:hi], t_dev, have)
+                chosen, squared = _brute_first_k(xp, s_dev[lo:hi], t_dev, have)
                 _store(xp, index, found, slice(lo, hi), chosen, squared, max_distance)
             return
         local, cols = xp.nonzero(nominated)

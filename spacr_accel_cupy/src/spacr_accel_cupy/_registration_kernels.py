@@ -1,9 +1,9 @@
-"""The decode chain's two steps in CuPy, written against the kit (so every line runs on NumPy in
-the tests): window maxima gathered on the card, and batches of float64 phase correlations.
+"""The registration family against a :class:`~._kit.Kit` (CuPy on the card, NumPy in the tests):
+batches of float64 phase correlations.
 
-Only the answers come back: ``N`` values per field, two numbers per pair. The stack's fields and
-the batches of pairs go to the card in groups sized to its free memory (:meth:`Kit.budget`), and
-a group that still runs out is halved and retried (:func:`._ops.tiled`).
+Only the answers come back: two numbers per pair. The batches of pairs go to the card in groups
+sized to its free memory (:meth:`Kit.budget`), and a group that still runs out is halved and
+retried (:func:`._runtime.tiled`). Imported by the hook of :mod:`._registration` at its first call.
 """
 
 from __future__ import annotations
@@ -13,32 +13,9 @@ from typing import Any
 import numpy as np
 
 from ._kit import Kit
-from ._ops import tiled
+from ._runtime import tiled
 
-__all__ = ["phase_correlate", "window_maxima"]
-
-
-def window_maxima(kit: Kit, stack: np.ndarray, points: np.ndarray, size: int) -> np.ndarray:
-    """float32 ``(N, F)``: the window maximum at each point of every field of an ``(F, H, W)`` stack."""
-    xp = kit.xp
-    count, height, width = stack.shape
-    source = np.ascontiguousarray(stack, dtype=np.float32).reshape(count, height * width)
-    down, across = min(size // 2, height - 1), min(size // 2, width - 1)
-    rows, columns = np.meshgrid(np.arange(-down, down + 1), np.arange(-across, across + 1), indexing="ij")
-    ys = np.clip(points[:, 0] + rows.reshape(-1, 1), 0, height - 1)
-    xs = np.clip(points[:, 1] + columns.reshape(-1, 1), 0, width - 1)
-    index = kit.to_device(ys * width + xs)  # (window pixels, N)
-    out = np.empty((count, points.shape[0]), dtype=np.float32)
-    fields = max(1, kit.budget() // (4 * (height * width + 2 * int(index.size))))
-
-    def step(start: int, stop: int) -> None:
-        gathered = kit.to_device(source[start:stop])[:, index]  # (fields, window pixels, N)
-        best = gathered.max(axis=1)
-        best = xp.where(xp.isnan(gathered).any(axis=1), xp.float32(np.nan), best) + xp.float32(0.0)
-        out[start:stop] = kit.to_host(best)
-
-    tiled(count, fields, 1, step, kit, "window_maxima")
-    return np.ascontiguousarray(out.T)
+__all__ = ["phase_correlate"]
 
 
 def _surfaces(kit: Kit, references: Any, second: Any, pairing: Any) -> tuple[Any, Any]:
