@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spacr_accel_core import API_VERSION, BackendInfo, Declaration, Registry, hookimpl, ops
+from spacr_accel_core import API_VERSION, BackendInfo, Declaration, Registry, hookimpl
 from spacr_accel_core.config import ENV_DISABLE, ENV_ONLY
 
 LOGGER = "spacr_accel_core"
@@ -153,7 +153,11 @@ def private(monkeypatch: pytest.MonkeyPatch) -> Registry:
     for variable in [v for v in os.environ if v.startswith("SPACR_ACCEL_BACKENDS") or v in (ENV_DISABLE, ENV_ONLY)]:
         monkeypatch.delenv(variable)
     registry = Registry(discover=False)
-    monkeypatch.setattr(ops, "REGISTRY", registry)
+    # Every module of the ops face dispatches through its own binding of the registry (its family
+    # modules and the table's public door): each is wired to this one.
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("spacr_accel_core.ops", "spacr_accel_core.table")) and hasattr(module, "REGISTRY"):
+            monkeypatch.setattr(module, "REGISTRY", registry)
     return registry
 
 

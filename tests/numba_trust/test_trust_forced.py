@@ -7,6 +7,7 @@ in a thread while its whole warm-up never finishes within the bound."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import types
@@ -67,7 +68,11 @@ def private(monkeypatch: pytest.MonkeyPatch) -> Registry:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("SPACR_ACCEL_PROBE_TIMEOUT", "5")
     registry = Registry(discover=False)
-    monkeypatch.setattr(ops, "REGISTRY", registry)
+    # Every module of the ops face dispatches through its own binding of the registry (its family
+    # modules and the table's public door): each is wired to this one.
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("spacr_accel_core.ops", "spacr_accel_core.table")) and hasattr(module, "REGISTRY"):
+            monkeypatch.setattr(module, "REGISTRY", registry)
     from spacr_accel_numpy import _plugin as floor
 
     registry.register(floor, "numpy")
