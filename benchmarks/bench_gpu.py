@@ -181,7 +181,7 @@ def measure_resident(name: str, operation: str, operands: tuple[Any, ...], end_t
     if name == "torch":
         import torch
 
-        from spacr_accel_torch import _ops, _runtime
+        from spacr_accel_torch import _filters_kernels, _runtime
 
         device = _runtime.target().torch
 
@@ -195,7 +195,7 @@ def measure_resident(name: str, operation: str, operands: tuple[Any, ...], end_t
             return value.clone()
 
         def pool(field: Any, size: int) -> Any:
-            return _ops._pool(field, size), bool(torch.isnan(field).any())
+            return _filters_kernels._pool(field, size), bool(torch.isnan(field).any())
 
         matmul: Callable[[Any, Any], Any] = torch.matmul
     else:

@@ -625,10 +625,10 @@ def torch_cpu(wanted: set[str], repeat: int, points: int, descriptors: int) -> i
                       functools.partial(_hamming_call, ops, bits, other, k, bound)))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; torch forced onto the CPU (gpu=False)")
     print(f"CPU: {cpu_model()}; flags: {cpu_flags()}")
-    from spacr_accel_torch import _hamming
+    from spacr_accel_torch import _neighbours_kernels
     from spacr_accel_torch._runtime import Device
 
-    print(f"torch's Hamming product on this CPU: {_hamming._plan(Device(torch.device('cpu'), True))[0]}")
+    print(f"torch's Hamming product on this CPU: {_neighbours_kernels._plan(Device(torch.device('cpu'), True))[0]}")
     print(f"{'call':<44} {'numba s':>9} {'torch s':>9} {'torch/numba':>12} {'target':>7} {'agrees':>7}")
     failed = False
     for label, call in cases:

@@ -229,11 +229,11 @@ def test_torch_declines_the_gaussian_without_float64() -> None:
     import torch
 
     from spacr_accel_core import BackendDeclined
-    from spacr_accel_torch import _runtime, _smooth
+    from spacr_accel_torch import _filters_kernels, _runtime
 
     no_double = _runtime.Device(torch.device("cpu"), float64=False)
     with pytest.raises(BackendDeclined, match="no float64"):
-        _smooth.gaussian(np.zeros((4, 4), np.float32), (1.0, 1.0), 4.0, "reflect", False, no_double)
+        _filters_kernels.gaussian(np.zeros((4, 4), np.float32), (1.0, 1.0), 4.0, "reflect", False, no_double)
 
 
 # ---- memory: a stack costs its input, its output and about one field ------------------------------

@@ -79,32 +79,32 @@ def _torch_cpu() -> object:
 @_SETTINGS
 @given(stack=score_stacks())
 def test_torch_score_on_the_cpu_is_numpys(stack: np.ndarray) -> None:
-    from spacr_accel_torch import _planes
+    from spacr_accel_torch import _planes_kernels
 
     data = _scorable(stack)
     if data is not None:
-        assert same_bits(_planes.spot_score(data, _torch_cpu()), spacr_score(stack))  # type: ignore[arg-type]
+        assert same_bits(_planes_kernels.spot_score(data, _torch_cpu()), spacr_score(stack))  # type: ignore[arg-type]
 
 
 def test_torch_translates_dtypes_torch_cannot_name() -> None:
-    from spacr_accel_torch import _planes
+    from spacr_accel_torch import _planes_kernels
 
     rng = np.random.default_rng(3)
     for dtype in (np.uint16, np.bool_, np.uint64, np.float16):
         stack = rng.integers(0, 2, size=(3, 6, 7)).astype(dtype)
         shifts = np.array([[1, -2], [-6, 0], [0, 7]])
         want = np.stack([spacr_translate(stack[i], *shifts[i]) for i in range(3)])
-        assert _planes.translate(stack, shifts, _torch_cpu()).tobytes() == want.tobytes()  # type: ignore[arg-type]
+        assert _planes_kernels.translate(stack, shifts, _torch_cpu()).tobytes() == want.tobytes()  # type: ignore[arg-type]
 
 
 def test_torch_score_declines_where_float32_is_not_promised_ieee() -> None:
     torch = pytest.importorskip("torch")
     from spacr_accel_core import BackendDeclined
-    from spacr_accel_torch import _planes
+    from spacr_accel_torch import _planes_kernels
     from spacr_accel_torch._runtime import Device
 
     with pytest.raises(BackendDeclined, match="does not promise"):
-        _planes.spot_score(np.zeros((2, 1, 2, 2), np.float32), Device(torch.device("mps"), False))
+        _planes_kernels.spot_score(np.zeros((2, 1, 2, 2), np.float32), Device(torch.device("mps"), False))
 
 
 def test_numba_score_split_between_threads_is_numpys() -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from spacr_accel_core import reference
 from spacr_accel_core.testing import packed_descriptors
-from spacr_accel_torch import _grid, _hamming, _runtime
+from spacr_accel_torch import _neighbours_kernels, _runtime
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 
@@ -43,7 +43,7 @@ everywhere) or random ones, 32 or 33 bytes (one or two pieces)."""
 def test_hamming_by_column_groups_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: int,
                                                        bound: float | None, card: bool) -> None:
     source, target = bits
-    index, found = _hamming.hamming(source, target, 7, k, bound, CARD if card else CPU)
+    index, found = _neighbours_kernels.hamming(source, target, 7, k, bound, CARD if card else CPU)
     expected_index, expected_found = reference.hamming_nearest(source, target, k, bound)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -60,13 +60,13 @@ def test_column_groups_rank_ties_in_unchosen_groups_by_index(low: int, high: int
     scores = torch.from_numpy(rng.integers(low, high, (50, m)).astype(np.float32)).to(torch.bfloat16)
     scores[:5] = -scores[:5].abs() - 1  # rows with every score negative
     whole_rows = []
-    settle = _hamming._settle_crowded
-    monkeypatch.setattr(_hamming, "_settle_crowded",
+    settle = _neighbours_kernels._settle_crowded
+    monkeypatch.setattr(_neighbours_kernels, "_settle_crowded",
                         lambda s, key, crowded, have: whole_rows.append(int(crowded.sum())) or settle(
                             s, key, crowded, have))
     for have in (1, 4, 9):
-        columns, values = _hamming._ranked_by_groups(scores, have)
-        whole_columns, whole_values = _hamming._ranked(scores, have)
+        columns, values = _neighbours_kernels._ranked_by_groups(scores, have)
+        whole_columns, whole_values = _neighbours_kernels._ranked(scores, have)
         plain = np.lexsort((np.tile(np.arange(m), (50, 1)), -scores.float().numpy()), axis=1)[:, :have]
         np.testing.assert_array_equal(columns.numpy(), plain)
         np.testing.assert_array_equal(columns.numpy(), whole_columns.numpy())
@@ -77,9 +77,9 @@ def test_column_groups_rank_ties_in_unchosen_groups_by_index(low: int, high: int
 
 def _settled_rows_agree(source: np.ndarray, target: np.ndarray, k: int, bound: float | None) -> np.ndarray:
     """The grid's answer for each row it settles, checked against the reference; its settled mask."""
-    from spacr_accel_torch._knearest import search_bound
+    from spacr_accel_torch._neighbours_kernels import search_bound
 
-    gridded = _grid.grid_search(source, target, 64, k, search_bound(bound))
+    gridded = _neighbours_kernels.grid_search(source, target, 64, k, search_bound(bound))
     assert gridded is not None
     found, squared, settled = gridded
     expected_index, expected_found = reference.k_nearest(source, target, k, bound)
@@ -116,7 +116,7 @@ def test_wider_blocks_settle_the_rows_beside_a_hole(monkeypatch: pytest.MonkeyPa
     target = rng.uniform(0, 100, (6000, 2))
     target = target[np.hypot(target[:, 0] - 50, target[:, 1] - 50) > 6].astype(np.float32)
     source = rng.uniform(44, 56, (300, 2)).astype(np.float32)
-    monkeypatch.setattr(_grid, "RADII", (1,))
+    monkeypatch.setattr(_neighbours_kernels, "RADII", (1,))
     narrow = _settled_rows_agree(source, target, 4, None)
     monkeypatch.undo()
     wide = _settled_rows_agree(source, target, 4, None)

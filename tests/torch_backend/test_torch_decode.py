@@ -10,7 +10,7 @@ from hypothesis import given
 
 from spacr_accel_core import ops
 from spacr_accel_core.testing._decode import _SETTINGS, assert_registration, shifted_pairs
-from spacr_accel_torch import _decode
+from spacr_accel_torch import _registration_kernels
 from spacr_accel_torch._runtime import Device
 
 torch = pytest.importorskip("torch")
@@ -22,7 +22,7 @@ def test_a_device_without_float64_agrees_within_float32(pair: tuple[np.ndarray, 
     first, second = pair
     flat = first.reshape(-1, *first.shape[-2:]), second.reshape(-1, *first.shape[-2:])
     pairing = np.arange(flat[0].shape[0])
-    peaks, ratios = _decode.phase_correlate(*flat, pairing, Device(torch.device("cpu"), float64=False))
+    peaks, ratios = _registration_kernels.phase_correlate(*flat, pairing, Device(torch.device("cpu"), float64=False))
     from spacr_accel_core.contract._registration import judge
 
     varies = np.ones(flat[0].shape[0], dtype=bool)
@@ -46,15 +46,16 @@ def test_small_passes_give_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_a_device_without_float64_is_never_sent_one(monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[np.dtype] = []
-    original = _decode.tensor
+    original = _registration_kernels.tensor
 
     def recording(array: np.ndarray, device: object = None) -> object:
         sent.append(array.dtype)
         return original(array, device)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_decode, "tensor", recording)
+    monkeypatch.setattr(_registration_kernels, "tensor", recording)
     first = np.random.default_rng(2).random((2, 12, 12))
-    _decode.phase_correlate(first, np.roll(first, 1, axis=1), np.arange(2), Device(torch.device("cpu"), float64=False))
+    _registration_kernels.phase_correlate(first, np.roll(first, 1, axis=1), np.arange(2),
+                                          Device(torch.device("cpu"), float64=False))
     fields = [dtype for dtype in sent if dtype.kind == "f"]  # the pairing is int64, the fields float32
     assert len(fields) == 2 and all(dtype == np.float32 for dtype in fields)
 
@@ -67,8 +68,8 @@ def test_a_device_without_float64_registers_fields_at_any_scale(scale: float) ->
     first = np.random.default_rng(9).random((2, 32, 24))
     second = np.roll(first, (2, -3), axis=(1, 2))
     no_double = Device(torch.device("cpu"), float64=False)
-    want = _decode.phase_correlate(first, second, np.arange(2), no_double)
-    got = _decode.phase_correlate(first * scale, second * scale, np.arange(2), no_double)
+    want = _registration_kernels.phase_correlate(first, second, np.arange(2), no_double)
+    got = _registration_kernels.phase_correlate(first * scale, second * scale, np.arange(2), no_double)
     plain = ops.phase_correlate(first, second, backend="numpy")  # the float64 floor, not torch itself
     np.testing.assert_array_equal(want[0], (plain.dy % 32) * 24 + plain.dx % 24)
     np.testing.assert_allclose(want[1], plain.peak_ratio, rtol=1e-4)
@@ -87,7 +88,7 @@ def test_a_device_without_float64_scales_fields_without_full_size_temporaries(dt
     fields = np.random.default_rng(2).random((4, 256, 256)).astype(dtype) * 1e20
     tracemalloc.start()
     try:
-        sent = _decode._on_host(fields, np.float32)
+        sent = _registration_kernels._on_host(fields, np.float32)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -31,7 +31,15 @@ from spacr_accel_core import (
 )
 from spacr_accel_core.accelerator import Accelerator
 from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
-from spacr_accel_torch import _nearest, _nodes, _ops, _plugin, _probe, _runtime
+from spacr_accel_torch import (
+    _filters_kernels,
+    _neighbours_kernels,
+    _nodes,
+    _plugin,
+    _probe,
+    _products_kernels,
+    _runtime,
+)
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
@@ -91,7 +99,7 @@ def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
 def test_nearest_equals_the_reference(points: tuple[np.ndarray, np.ndarray], chunk: int,
                                           device: _runtime.Device) -> None:
     source, target = points
-    index, distance = _nearest.nearest(source, target, chunk, device)
+    index, distance = _neighbours_kernels.nearest(source, target, chunk, device)
     expected_index, expected_distance = reference_nearest(source, target)
     assert index.dtype == np.int64 and distance.dtype == np.float32
     assert np.array_equal(index, expected_index)
@@ -121,7 +129,7 @@ def test_huge_and_tiny_wide_coordinates_are_exact(scale: float, device: _runtime
     expected = reference_nearest(source, target)
     assert expected[0][5] == 40
     for chunk in (7, 4096):
-        index, distance = _nearest.nearest(source, target, chunk, device)
+        index, distance = _neighbours_kernels.nearest(source, target, chunk, device)
         assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
     index, distance = ops.nearest_neighbours(source, target, backend="torch")
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
@@ -138,7 +146,7 @@ def test_wide_points_whose_squares_are_subnormal_are_exact(seed: int, device: _r
     target = (rng.standard_normal((60, 8)) * 2.0 ** -70).astype(np.float32)
     source[:, 0] = target[:, 0] = 1.0
     expected = reference_nearest(source, target)
-    index, distance = _nearest.nearest(source, target, 4096, device)
+    index, distance = _neighbours_kernels.nearest(source, target, 4096, device)
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
 
@@ -146,26 +154,26 @@ def test_every_duplicate_target_goes_to_the_lowest_index() -> None:
     target = np.zeros((500, 2), np.float32)
     target[:7] = 5.0  # the lowest-indexed points are NOT the nearest
     source = np.zeros((200, 2), np.float32)
-    index, distance = _nearest.nearest(source, target, 64, CPU)
+    index, distance = _neighbours_kernels.nearest(source, target, 64, CPU)
     assert index.tolist() == [7] * 200 and distance.tolist() == [0.0] * 200
 
 
 def test_passes_never_exceed_the_callers_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
-    settle = _nearest._Verdict.settle
+    settle = _neighbours_kernels._Verdict.settle
 
-    def spy(self: _nearest._Verdict, row_ids: torch.Tensor, local: torch.Tensor, cols: torch.Tensor) -> None:
+    def spy(self: _neighbours_kernels._Verdict, row_ids: torch.Tensor, local: torch.Tensor, cols: torch.Tensor) -> None:
         seen.append(int(row_ids.shape[0]))
         settle(self, row_ids, local, cols)
 
-    monkeypatch.setattr(_nearest._Verdict, "settle", spy)
+    monkeypatch.setattr(_neighbours_kernels._Verdict, "settle", spy)
     rng = np.random.default_rng(1)
     for width in (2, 9):
         source = rng.standard_normal((700, width)).astype(np.float32)
         target = rng.standard_normal((600, width)).astype(np.float32)
         for chunk in (1, 13, 200):
             seen.clear()
-            index, _ = _nearest.nearest(source, target, chunk, CPU)
+            index, _ = _neighbours_kernels.nearest(source, target, chunk, CPU)
             assert seen and max(seen) <= chunk, (width, chunk, max(seen))
             assert np.array_equal(index, reference_nearest(source, target)[0])
 
@@ -173,17 +181,17 @@ def test_passes_never_exceed_the_callers_chunk(monkeypatch: pytest.MonkeyPatch) 
 def test_a_small_pass_budget_splits_the_work_and_stays_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(1 << 16))
     calls: list[int] = []
-    block_pass = _nearest._block_pass
+    block_pass = _neighbours_kernels._block_pass
 
     def spy(sources: torch.Tensor, *rest: object) -> None:
         calls.append(int(sources.shape[0]))
         block_pass(sources, *rest)  # type: ignore[arg-type]  # forwarded unchanged
 
-    monkeypatch.setattr(_nearest, "_block_pass", spy)
+    monkeypatch.setattr(_neighbours_kernels, "_block_pass", spy)
     rng = np.random.default_rng(4)
     source = rng.uniform(0, 100, (2000, 2)).astype(np.float32)
     target = rng.uniform(0, 100, (2000, 2)).astype(np.float32)
-    index, distance = _nearest.nearest(source, target, 4096, CPU)
+    index, distance = _neighbours_kernels.nearest(source, target, 4096, CPU)
     assert len(calls) > 4
     expected = reference_nearest(source, target)
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
@@ -192,23 +200,23 @@ def test_a_small_pass_budget_splits_the_work_and_stays_exact(monkeypatch: pytest
 def test_pruning_leaves_few_blocks_on_uniform_points(monkeypatch: pytest.MonkeyPatch) -> None:
     """The point of the blocks: on 20,000 uniform points each source block sees ~12 of 313."""
     widths: list[int] = []
-    block_pass = _nearest._block_pass
+    block_pass = _neighbours_kernels._block_pass
 
     def spy(sources: torch.Tensor, ids: torch.Tensor, blocks: torch.Tensor, t_ids: torch.Tensor,
             chosen: torch.Tensor, *rest: object) -> None:
         widths.append(int(chosen.shape[1]))
         block_pass(sources, ids, blocks, t_ids, chosen, *rest)  # type: ignore[arg-type]  # forwarded
 
-    monkeypatch.setattr(_nearest, "_block_pass", spy)
+    monkeypatch.setattr(_neighbours_kernels, "_block_pass", spy)
     rng = np.random.default_rng(0)
     points = rng.uniform(0, 1000, (40_000, 2)).astype(np.float32)
-    _nearest.nearest(points[:20_000], points[20_000:], 4096, CPU)
+    _neighbours_kernels.nearest(points[:20_000], points[20_000:], 4096, CPU)
     assert widths and max(widths) < 40
 
 
 def test_nearest_retries_smaller_passes_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes: list[int] = []
-    block_pass = _nearest._block_pass
+    block_pass = _neighbours_kernels._block_pass
 
     def flaky(sources: torch.Tensor, *rest: object) -> None:
         sizes.append(int(sources.shape[0]))
@@ -216,7 +224,7 @@ def test_nearest_retries_smaller_passes_after_out_of_memory(monkeypatch: pytest.
             raise oom()
         block_pass(sources, *rest)  # type: ignore[arg-type]  # forwarded unchanged
 
-    monkeypatch.setattr(_nearest, "_block_pass", flaky)
+    monkeypatch.setattr(_neighbours_kernels, "_block_pass", flaky)
     rng = np.random.default_rng(2)
     source = rng.uniform(0, 100, (1500, 2)).astype(np.float32)
     target = rng.uniform(0, 100, (1500, 2)).astype(np.float32)
@@ -230,27 +238,28 @@ def test_nearest_gives_up_with_backend_out_of_memory_at_the_floor(monkeypatch: p
     def full(*_: object) -> None:
         raise oom()
 
-    monkeypatch.setattr(_nearest, "_block_pass", full)
+    monkeypatch.setattr(_neighbours_kernels, "_block_pass", full)
     with pytest.raises(BackendOutOfMemory, match="out of memory"):
         ops.nearest_neighbours(np.zeros((300, 2)), np.ones((300, 2)), backend="torch")
 
 
 def test_the_matrix_path_takes_wide_points_and_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     rows: list[int] = []
-    settle = _nearest._Verdict.settle
+    settle = _neighbours_kernels._Verdict.settle
 
-    def flaky(self: _nearest._Verdict, row_ids: torch.Tensor, local: torch.Tensor, cols: torch.Tensor) -> None:
+    def flaky(self: _neighbours_kernels._Verdict, row_ids: torch.Tensor, local: torch.Tensor,
+              cols: torch.Tensor) -> None:
         rows.append(int(row_ids.shape[0]))
         if row_ids.shape[0] > 50:
             raise oom()
         settle(self, row_ids, local, cols)
 
-    monkeypatch.setattr(_nearest._Verdict, "settle", flaky)
+    monkeypatch.setattr(_neighbours_kernels._Verdict, "settle", flaky)
     rng = np.random.default_rng(9)
     centre = rng.uniform(-1000, 1000, 32)
     source = (centre + rng.standard_normal((400, 32)) * 0.05).astype(np.float32)
     target = (centre + rng.standard_normal((900, 32)) * 0.05).astype(np.float32)
-    index, distance = _nearest.nearest(source, target, 4096, CPU)
+    index, distance = _neighbours_kernels.nearest(source, target, 4096, CPU)
     expected = reference_nearest(source, target)
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
     assert rows[:4] == [400, 200, 100, 50]  # halved after each failure, resumed where it stopped
@@ -276,7 +285,7 @@ def test_the_gpu_filter_algorithm_equals_the_reference(field: np.ndarray, size: 
     with pytest.MonkeyPatch.context() as patch:
         if budget is not None:
             patch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(budget))
-        got = _ops._filter_in_tiles(field, size, CPU)
+        got = _filters_kernels._filter_in_tiles(field, size, CPU)
     assert np.array_equal(got, reference_maximum_filter(field, size), equal_nan=True)
 
 
@@ -290,23 +299,23 @@ def test_thin_fields_under_wide_windows_cap_each_axis(data: st.DataObject, thin_
     field = data.draw(hnp.arrays(np.float32, shape, elements=st.floats(-1e6, 1e6, width=32)))
     size = data.draw(st.integers(1, long + 1).map(lambda k: 2 * k + 1))
     expected = reference_maximum_filter(field, size)
-    assert np.array_equal(_ops._filter_in_stripes(field, size, CPU) + np.float32(0), expected)
-    assert np.array_equal(_ops._filter_in_tiles(field, size, CPU) + np.float32(0), expected)
+    assert np.array_equal(_filters_kernels._filter_in_stripes(field, size, CPU) + np.float32(0), expected)
+    assert np.array_equal(_filters_kernels._filter_in_tiles(field, size, CPU) + np.float32(0), expected)
 
 
 def test_a_thin_field_pads_only_its_own_length() -> None:
     """(1, 70000) with size 1001: the one row is not padded to 1001 rows (284 MB at full radius)."""
     field = np.random.default_rng(2).standard_normal((1, 70000)).astype(np.float32)
     seen: list[tuple[int, int]] = []
-    stripe = _ops._cpu_stripe
+    stripe = _filters_kernels._cpu_stripe
 
     def recording(*args: object) -> None:
         seen.append(args[4])  # type: ignore[arg-type]  # the (rows, columns) window edges
         stripe(*args)  # type: ignore[arg-type]  # forwarded as received
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_ops, "_cpu_stripe", recording)
-        got = _ops._filter_in_stripes(field, 1001, CPU)
+        patch.setattr(_filters_kernels, "_cpu_stripe", recording)
+        got = _filters_kernels._filter_in_stripes(field, 1001, CPU)
     assert seen == [(1, 1001)]
     expected = np.lib.stride_tricks.sliding_window_view(np.pad(field[0], 500, mode="edge"), 1001).max(axis=1)
     assert np.array_equal(got[0], expected)
@@ -315,7 +324,7 @@ def test_a_thin_field_pads_only_its_own_length() -> None:
 @settings(max_examples=40, deadline=None)
 @given(field=fields(), size=st.sampled_from([3, 7, 15, 41]))
 def test_the_cpu_filter_algorithm_equals_the_reference(field: np.ndarray, size: int) -> None:
-    assert np.array_equal(_ops._filter_in_stripes(field, size, CPU), reference_maximum_filter(field, size),
+    assert np.array_equal(_filters_kernels._filter_in_stripes(field, size, CPU), reference_maximum_filter(field, size),
                           equal_nan=True)
 
 
@@ -330,22 +339,22 @@ def test_a_field_of_many_stripes_is_exact() -> None:
 
 def test_nan_rule_holds_where_max_pool_ignores_nan(monkeypatch: pytest.MonkeyPatch) -> None:
     """Metal's max-pool may drop NaN; the explicit mask still writes NaN where a window saw one."""
-    pool = _ops._pool
+    pool = _filters_kernels._pool
 
     def nan_blind(tile: torch.Tensor, size: int) -> torch.Tensor:
         return pool(torch.nan_to_num(tile, nan=-float("inf")), size)
 
-    monkeypatch.setattr(_ops, "_pool", nan_blind)
+    monkeypatch.setattr(_filters_kernels, "_pool", nan_blind)
     field = np.arange(100, dtype=np.float32).reshape(10, 10)
     field[4, 4] = np.nan
-    got = _ops._filter_in_tiles(field, 3, CPU)
+    got = _filters_kernels._filter_in_tiles(field, 3, CPU)
     assert np.array_equal(got, reference_maximum_filter(field, 3), equal_nan=True)
     assert int(np.isnan(got).sum()) == 9
 
 
 def test_filter_tiles_retry_smaller_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes: list[int] = []
-    tile = _ops._device_tile
+    tile = _filters_kernels._device_tile
 
     def flaky(field: np.ndarray, out: np.ndarray, start: int, stop: int, size: int,
               device: _runtime.Device) -> None:
@@ -354,9 +363,9 @@ def test_filter_tiles_retry_smaller_after_out_of_memory(monkeypatch: pytest.Monk
             raise oom()
         tile(field, out, start, stop, size, device)
 
-    monkeypatch.setattr(_ops, "_device_tile", flaky)
+    monkeypatch.setattr(_filters_kernels, "_device_tile", flaky)
     field = np.random.default_rng(5).standard_normal((300, 200)).astype(np.float32)
-    got = _ops._filter_in_tiles(field, 15, CPU)
+    got = _filters_kernels._filter_in_tiles(field, 15, CPU)
     assert np.array_equal(got, reference_maximum_filter(field, 15))
     assert sizes[:4] == [300, 150, 75, 37]  # halved after each failure, resumed where it stopped
     assert sum(sizes[3:]) == 300
@@ -367,7 +376,7 @@ def test_filter_gives_up_with_backend_out_of_memory(monkeypatch: pytest.MonkeyPa
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 GB")
 
     on_the_cpu(monkeypatch)
-    monkeypatch.setattr(_ops, "_cpu_stripe", full)
+    monkeypatch.setattr(_filters_kernels, "_cpu_stripe", full)
     with pytest.raises(BackendOutOfMemory):
         ops.maximum_filter(np.ones((50, 50)), 3, backend="torch")
 
@@ -385,7 +394,7 @@ def test_matmul_matches_numpy(dtype: type, device: _runtime.Device,
     rng = np.random.default_rng(0)
     first: np.ndarray = (rng.standard_normal(shapes[0]) * 10).astype(dtype)
     second: np.ndarray = (rng.standard_normal(shapes[1]) * 10).astype(dtype)
-    got = _ops.matmul(first, second, device)
+    got = _products_kernels.matmul(first, second, device)
     expected = np.matmul(first.astype(np.float64), second.astype(np.float64))
     assert got.dtype == np.float32 and got.shape == np.shape(expected)
     assert np.allclose(got, expected, rtol=1e-5, atol=1e-4)
@@ -393,24 +402,24 @@ def test_matmul_matches_numpy(dtype: type, device: _runtime.Device,
 
 def test_no_double_reaches_a_device_that_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[torch.dtype] = []
-    product = _ops._product
+    product = _products_kernels._product
 
     def spy(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
         seen.extend([first.dtype, second.dtype])
         return product(first, second)
 
-    monkeypatch.setattr(_ops, "_product", spy)
+    monkeypatch.setattr(_products_kernels, "_product", spy)
     first = np.arange(12, dtype=np.float64).reshape(4, 3)
-    _ops.matmul(first, first.T.copy(), NO_DOUBLES)
+    _products_kernels.matmul(first, first.T.copy(), NO_DOUBLES)
     assert seen and torch.float64 not in seen
     seen.clear()
-    _ops.matmul(first, first.T.copy(), CPU)  # a device that takes doubles keeps them
+    _products_kernels.matmul(first, first.T.copy(), CPU)  # a device that takes doubles keeps them
     assert torch.float64 in seen
 
 
 def test_matmul_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     rows: list[int] = []
-    product = _ops._product
+    product = _products_kernels._product
 
     def flaky(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
         rows.append(int(first.shape[-2]))
@@ -418,7 +427,7 @@ def test_matmul_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.Mo
             raise oom()
         return product(first, second)
 
-    monkeypatch.setattr(_ops, "_product", flaky)
+    monkeypatch.setattr(_products_kernels, "_product", flaky)
     first = np.random.default_rng(1).standard_normal((5000, 8)).astype(np.float32)
     second = np.random.default_rng(2).standard_normal((8, 8)).astype(np.float32)
     got = ops.matmul(first, second, backend="torch")
@@ -446,7 +455,7 @@ def test_a_forced_call_raises_the_translated_error(monkeypatch: pytest.MonkeyPat
         raise RuntimeError("CUDA error: unspecified launch failure")
 
     on_the_cpu(monkeypatch)
-    monkeypatch.setattr(_ops, "_cpu_stripe", gone)
+    monkeypatch.setattr(_filters_kernels, "_cpu_stripe", gone)
     with pytest.raises(BackendUnavailable, match="the device failed"):
         ops.maximum_filter(np.ones((20, 20)), 3, backend="torch")
 
@@ -468,7 +477,7 @@ def test_a_card_filled_mid_plate_falls_through_to_numpy(gpu_torch: str,
         def full(*_: object) -> None:
             raise oom()
 
-        monkeypatch.setattr(_ops, "_cpu_stripe", full)  # another job took the card
+        monkeypatch.setattr(_filters_kernels, "_cpu_stripe", full)  # another job took the card
         second = ops.maximum_filter(field, 5)
         dispatch = last_dispatch()
     assert dispatch is not None and dispatch.backend == "numpy"

@@ -20,7 +20,7 @@ from hypothesis.extra import numpy as hnp
 from spacr_accel_core import BackendDeclined, last_dispatch, ops, reference, use
 from spacr_accel_core.accelerator import DeviceMemory
 from spacr_accel_core.testing import packed_descriptors, reference_maximum_filter
-from spacr_accel_torch import _grid, _hamming, _knearest, _plugin, _room, _runtime, _stacks
+from spacr_accel_torch import _filters_kernels, _neighbours_kernels, _peaks_kernels, _plugin, _room, _runtime
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
@@ -67,7 +67,7 @@ def test_k_nearest_within_a_distance_equals_the_reference(points: tuple[np.ndarr
                                                           bound: float | None, chunk: int,
                                                           device: _runtime.Device) -> None:
     source, target = points
-    index, found = _knearest.k_nearest(source, target, chunk, k, bound, device)
+    index, found = _neighbours_kernels.k_nearest(source, target, chunk, k, bound, device)
     expected_index, expected_found = reference.k_nearest(source, target, k, bound)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -91,7 +91,7 @@ def test_the_cpu_grid_is_exact_where_it_settles_and_the_rest_goes_to_the_blocks(
     if kind == "far":
         source[:20] += 1e4  # far beyond every target, outside the grid
     source, target = source.astype(np.float32), target.astype(np.float32)
-    index, found = _knearest.k_nearest(source, target, 4096, k, bound, CPU)
+    index, found = _neighbours_kernels.k_nearest(source, target, 4096, k, bound, CPU)
     expected_index, expected_found = reference.k_nearest(source, target, k, bound)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -101,17 +101,17 @@ def test_the_grid_settles_uniform_points_and_refuses_clusters() -> None:
     rng = np.random.default_rng(12)
     target = rng.uniform(0, 1000, (5000, 2)).astype(np.float32)
     source = rng.uniform(0, 1000, (2000, 2)).astype(np.float32)
-    settled = _grid.grid_search(source, target, 4096, 4, np.inf)
+    settled = _neighbours_kernels.grid_search(source, target, 4096, 4, np.inf)
     assert settled is not None and settled[2].mean() > 0.95
     clustered = np.vstack([rng.standard_normal((4000, 2)) * 1e-3, rng.uniform(0, 1000, (1000, 2))])
-    assert _grid.grid_search(source, clustered.astype(np.float32), 4096, 4, np.inf) is None
+    assert _neighbours_kernels.grid_search(source, clustered.astype(np.float32), 4096, 4, np.inf) is None
 
 
 def test_copies_of_one_point_give_their_first_k_copies() -> None:
     target = np.zeros((3000, 2), np.float32)
     target[::7] = 1.0
     source = np.array([[0.0, 0.0], [1.0, 1.0], [0.4, 0.4]], np.float32)
-    index, found = _knearest.k_nearest(source, target, 4096, 5, None, CPU)
+    index, found = _neighbours_kernels.k_nearest(source, target, 4096, 5, None, CPU)
     expected_index, expected_found = reference.k_nearest(source, target, 5)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -127,13 +127,13 @@ def test_hamming_equals_the_reference(bits: tuple[np.ndarray, np.ndarray], k: in
     other CPU), ties beyond the ``topk`` slack included (k up to 12, few distinct rows)."""
     source, target = bits
     plans = {"bfloat16": (torch.bfloat16, 32), "float16": (torch.float16, 256), "uint8": (torch.uint8, 32),
-             "float32": (torch.float32, _hamming._WHOLE)}
-    if half == "uint8" and not _hamming._quantized_product_works():
+             "float32": (torch.float32, _neighbours_kernels._WHOLE)}
+    if half == "uint8" and not _neighbours_kernels._quantized_product_works():
         return  # this torch has no oneDNN quantized linear: the CPU never takes that plan here
     plan = plans[half]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_hamming, "_plan", lambda device: plan)
-        index, found = _hamming.hamming(source, target, chunk, k, bound, CPU)
+        patch.setattr(_neighbours_kernels, "_plan", lambda device: plan)
+        index, found = _neighbours_kernels.hamming(source, target, chunk, k, bound, CPU)
     expected_index, expected_found = reference.hamming_nearest(source, target, k, bound)
     np.testing.assert_array_equal(index, expected_index)
     np.testing.assert_array_equal(found, expected_found)
@@ -143,7 +143,7 @@ def test_more_ties_than_the_slack_are_ranked_by_index() -> None:
     source = np.zeros((3, 32), np.uint8)
     target = np.zeros((200, 32), np.uint8)
     target[::3, 0] = 1  # 67 targets at distance 1, the rest at 0: far more ties than the slack
-    index, found = _hamming.hamming(source, target, 64, 4, None, CPU)
+    index, found = _neighbours_kernels.hamming(source, target, 64, 4, None, CPU)
     np.testing.assert_array_equal(index, np.tile([1, 2, 4, 5], (3, 1)))
     np.testing.assert_array_equal(found, np.zeros((3, 4), np.float32))
 
@@ -166,9 +166,9 @@ def test_the_card_algorithms_of_a_stack_equal_the_reference(field: np.ndarray, s
     with pytest.MonkeyPatch.context() as patch:
         if budget is not None:
             patch.setenv("SPACR_ACCEL_TORCH_PASS_BYTES", str(budget))
-        _stacks.filter_in_tiles(fields, size, CPU, out)
+        _filters_kernels.filter_in_tiles(fields, size, CPU, out)
         below = None if threshold is None else np.float32(threshold)
-        peaks = _stacks.peaks_in_tiles(fields, size, below, CPU, field.shape[:-2])
+        peaks = _peaks_kernels.peaks_in_tiles(fields, size, below, CPU, field.shape[:-2])
     for number, plane in enumerate(out):
         assert np.array_equal(plane, reference_maximum_filter(fields[number], size), equal_nan=True)
     np.testing.assert_array_equal(peaks, reference.local_maxima(field, size, threshold))
@@ -210,13 +210,13 @@ def test_every_argument_is_served_by_torch_with_no_decline() -> None:
 def test_a_stack_is_one_call_to_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     """Declared ``stacks``: the core hands the whole stack over once, not field by field."""
     seen: list[tuple[int, ...]] = []
-    original = _stacks.local_maxima_stack
+    original = _peaks_kernels.local_maxima_stack
 
     def spy(field: np.ndarray, *rest: object) -> np.ndarray:
         seen.append(field.shape)
         return original(field, *rest)  # type: ignore[arg-type]  # the plugin's own arguments
 
-    monkeypatch.setattr(_stacks, "local_maxima_stack", spy)
+    monkeypatch.setattr(_peaks_kernels, "local_maxima_stack", spy)
     ops.local_maxima(np.zeros((11, 4, 30, 30), np.float32), 5, backend="torch", gpu=False)
     assert seen == [(11, 4, 30, 30)]
 
@@ -250,15 +250,15 @@ def test_a_stack_larger_than_the_reported_room_runs_in_pieces(monkeypatch: pytes
     monkeypatch.setattr("spacr_accel_core.toolkit.memory",
                         lambda: (DeviceMemory("cpu", "stand-in card", 3 << 20, 3 << 20),))
     pools: list[int] = []
-    original = _stacks._pool
+    original = _filters_kernels._pool_fields
 
     def counted(tiles: torch.Tensor, sizes: tuple[int, int]) -> torch.Tensor:
         pools.append(tiles.shape[1])
         return original(tiles, sizes)
 
-    monkeypatch.setattr(_stacks, "_pool", counted)
+    monkeypatch.setattr(_filters_kernels, "_pool_fields", counted)
     field = np.random.default_rng(5).standard_normal((11, 4, 96, 96)).astype(np.float32)
-    got = _stacks.maximum_filter_stack(field, 5, CARD)
+    got = _filters_kernels.maximum_filter_stack(field, 5, CARD)
     assert len(pools) > 1 and max(pools) < 96  # in pieces, each within the room
     flat = field.reshape(-1, 96, 96)
     for number, plane in enumerate(got.reshape(flat.shape)):
@@ -279,7 +279,7 @@ def test_descriptors_beyond_the_exact_range_are_declined_with_the_reason(gpu_tor
     monkeypatch.setattr(_runtime, "target", lambda: NO_DOUBLES)
     bits = np.random.default_rng(8).integers(0, 256, (3, 1 << 17), dtype=np.uint8)
     with pytest.raises(BackendDeclined, match="exact range"):
-        _hamming.hamming(bits, bits, 8, 1, None, NO_DOUBLES)
+        _neighbours_kernels.hamming(bits, bits, 8, 1, None, NO_DOUBLES)
     with use("gputorch", "numpy"):
         index, _found = ops.nearest_neighbours(bits, bits[::-1], metric="hamming")
         dispatch = last_dispatch()
@@ -329,11 +329,11 @@ def test_the_cpu_multiplies_in_what_it_runs_natively(features: set[str], quantiz
     """bfloat16 only where the CPU has it (emulated it is slower than float32), the int8 product
     where the CPU has VNNI and this torch the operator, else float32."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_hamming, "_cpu_feature", lambda name: name in features)
-        patch.setattr(_hamming, "_quantized_product_works", lambda: quantized)
-        _hamming._cpu_plan.cache_clear()
+        patch.setattr(_neighbours_kernels, "_cpu_feature", lambda name: name in features)
+        patch.setattr(_neighbours_kernels, "_quantized_product_works", lambda: quantized)
+        _neighbours_kernels._cpu_plan.cache_clear()
         try:
-            dtype, piece = _hamming._plan(CPU)
+            dtype, piece = _neighbours_kernels._plan(CPU)
         finally:
-            _hamming._cpu_plan.cache_clear()
-    assert dtype == expected and piece == (_hamming._WHOLE if expected == torch.float32 else 32)
+            _neighbours_kernels._cpu_plan.cache_clear()
+    assert dtype == expected and piece == (_neighbours_kernels._WHOLE if expected == torch.float32 else 32)

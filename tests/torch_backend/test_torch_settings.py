@@ -17,7 +17,7 @@ import torch
 from spacr_accel_core import BackendOutOfMemory, accelerator, ops, toolkit
 from spacr_accel_core.accelerator import Accelerator
 from spacr_accel_core.testing import reference_matmul, reference_maximum_filter, reference_nearest
-from spacr_accel_torch import _nearest, _ops, _runtime
+from spacr_accel_torch import _filters_kernels, _neighbours_kernels, _products_kernels, _runtime
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 NO_DOUBLES = _runtime.Device(torch.device("cpu"), False)
@@ -74,14 +74,14 @@ def test_an_older_torch_with_only_the_legacy_settings(monkeypatch: pytest.Monkey
 def test_the_search_product_moves_to_float64_or_widens_its_margin(precision: None) -> None:
     """The margin-selection logic, on the CPU, with the flags a training script would set."""
     ieee64 = float(np.finfo(np.float64).eps) / 2
-    assert _nearest._gemm_plan(torch.float32, CPU) == (torch.float32, _runtime.IEEE_UNIT)
-    assert _nearest._gemm_plan(torch.float64, CPU) == (torch.float64, ieee64)
+    assert _neighbours_kernels._gemm_plan(torch.float32, CPU) == (torch.float32, _runtime.IEEE_UNIT)
+    assert _neighbours_kernels._gemm_plan(torch.float64, CPU) == (torch.float64, ieee64)
     torch.backends.cuda.matmul.allow_tf32 = True
-    assert _nearest._gemm_plan(torch.float32, CPU) == (torch.float64, ieee64)  # doubles: no TF32
-    assert _nearest._gemm_plan(torch.float32, NO_DOUBLES) == (torch.float32, _runtime.TF32_UNIT)
+    assert _neighbours_kernels._gemm_plan(torch.float32, CPU) == (torch.float64, ieee64)  # doubles: no TF32
+    assert _neighbours_kernels._gemm_plan(torch.float32, NO_DOUBLES) == (torch.float32, _runtime.TF32_UNIT)
     set_precision("medium")
-    assert _nearest._gemm_plan(torch.float32, NO_DOUBLES) == (torch.float32, _runtime.BF16_UNIT)
-    assert _nearest._gemm_plan(torch.float64, NO_DOUBLES)[0] == torch.float64
+    assert _neighbours_kernels._gemm_plan(torch.float32, NO_DOUBLES) == (torch.float32, _runtime.BF16_UNIT)
+    assert _neighbours_kernels._gemm_plan(torch.float64, NO_DOUBLES)[0] == torch.float64
 
 
 def tf32_gemm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -109,19 +109,19 @@ def test_the_simulated_tf32_product_does_break_an_ieee_margin(monkeypatch: pytes
                                                               precision: None) -> None:
     """The check below can fail: a TF32-rounded product behind an IEEE-sized margin (the flags
     claiming IEEE, as an unpatched detection would) picks wrong neighbours on these points."""
-    monkeypatch.setattr(_nearest, "_gemm", tf32_gemm)
+    monkeypatch.setattr(_neighbours_kernels, "_gemm", tf32_gemm)
     source, target = wide_points()
-    index, _ = _nearest.nearest(source, target, 4096, CPU)
+    index, _ = _neighbours_kernels.nearest(source, target, 4096, CPU)
     assert not np.array_equal(index, reference_nearest(source, target)[0])
 
 
 @pytest.mark.parametrize("device", [CPU, NO_DOUBLES], ids=["float64-device", "no-float64-device"])
 def test_nearest_stays_exact_when_the_process_allowed_tf32(monkeypatch: pytest.MonkeyPatch,
                                                            precision: None, device: _runtime.Device) -> None:
-    monkeypatch.setattr(_nearest, "_gemm", tf32_gemm)
+    monkeypatch.setattr(_neighbours_kernels, "_gemm", tf32_gemm)
     torch.backends.cuda.matmul.allow_tf32 = True
     source, target = wide_points()
-    index, distance = _nearest.nearest(source, target, 4096, device)
+    index, distance = _neighbours_kernels.nearest(source, target, 4096, device)
     expected = reference_nearest(source, target)
     assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
 
@@ -129,16 +129,16 @@ def test_nearest_stays_exact_when_the_process_allowed_tf32(monkeypatch: pytest.M
 def test_matmul_runs_with_ieee_products_and_gives_the_setting_back(monkeypatch: pytest.MonkeyPatch,
                                                                    precision: None) -> None:
     seen: list[float] = []
-    product = _ops._product
+    product = _products_kernels._product
 
     def spy(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
         seen.append(_runtime.current_float32_gemm_unit())
         return product(first, second)
 
-    monkeypatch.setattr(_ops, "_product", spy)
+    monkeypatch.setattr(_products_kernels, "_product", spy)
     set_precision("high")
     first = np.random.default_rng(3).standard_normal((50, 20)).astype(np.float32)
-    got = _ops.matmul(first, first.T.copy(), CPU)
+    got = _products_kernels.matmul(first, first.T.copy(), CPU)
     assert seen and set(seen) == {_runtime.IEEE_UNIT}
     assert torch.get_float32_matmul_precision() == "high"  # the user's choice, given back
     assert np.allclose(got, first @ first.T, rtol=1e-5, atol=1e-5)
@@ -163,7 +163,7 @@ def test_a_search_planned_inside_another_calls_window_still_sees_tf32(precision:
     with _runtime.ieee_float32():
         assert _runtime.current_float32_gemm_unit() == _runtime.IEEE_UNIT
         assert _runtime.float32_gemm_unit() == _runtime.TF32_UNIT
-        assert _nearest._gemm_plan(torch.float32, CPU)[0] == torch.float64
+        assert _neighbours_kernels._gemm_plan(torch.float32, CPU)[0] == torch.float64
     assert _runtime.float32_gemm_unit() == _runtime.TF32_UNIT
     torch.backends.cuda.matmul.allow_tf32 = False
     assert _runtime.float32_gemm_unit() == _runtime.IEEE_UNIT
@@ -215,15 +215,16 @@ def test_read_only_inputs_raise_no_warning(device: _runtime.Device, monkeypatch:
     wide = frozen(rng.standard_normal((70, 64)).astype(np.float64))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert np.array_equal(_ops._filter_in_tiles(field, 5, device), reference_maximum_filter(field, 5))
-        assert np.array_equal(_ops._filter_in_stripes(field, 5, device), reference_maximum_filter(field, 5))
-        assert np.allclose(_ops.matmul(square, square, device), square @ square, rtol=1e-5, atol=1e-5)
-        assert np.allclose(_ops.matmul(square[0], square, device), square[0] @ square, rtol=1e-5, atol=1e-5)
-        assert np.allclose(_ops.matmul(wide, wide.T, device), wide @ wide.T, rtol=1e-5, atol=1e-4)
+        assert np.array_equal(_filters_kernels._filter_in_tiles(field, 5, device), reference_maximum_filter(field, 5))
+        assert np.array_equal(_filters_kernels._filter_in_stripes(field, 5, device), reference_maximum_filter(field, 5))
+        assert np.allclose(_products_kernels.matmul(square, square, device), square @ square, rtol=1e-5, atol=1e-5)
+        assert np.allclose(_products_kernels.matmul(square[0], square, device), square[0] @ square,
+                           rtol=1e-5, atol=1e-5)
+        assert np.allclose(_products_kernels.matmul(wide, wide.T, device), wide @ wide.T, rtol=1e-5, atol=1e-4)
         for width in (2, 12):
             source = frozen(rng.uniform(0, 50, (200, width)).astype(np.float32))
             target = frozen(rng.uniform(0, 50, (150, width)).astype(np.float32))
-            index, distance = _nearest.nearest(source, target, 64, device)
+            index, distance = _neighbours_kernels.nearest(source, target, 64, device)
             expected = reference_nearest(source, target)
             assert np.array_equal(index, expected[0]) and np.array_equal(distance, expected[1])
         assert np.array_equal(ops.maximum_filter(field, 3, backend="torch"), reference_maximum_filter(field, 3))
@@ -265,7 +266,7 @@ def test_tiles_retry_on_an_older_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(torch, "OutOfMemoryError")
     monkeypatch.delattr(torch.cuda, "OutOfMemoryError")
     sizes: list[int] = []
-    tile = _ops._device_tile
+    tile = _filters_kernels._device_tile
 
     def flaky(*args: Any) -> None:
         sizes.append(args[3] - args[2])
@@ -273,9 +274,9 @@ def test_tiles_retry_on_an_older_torch(monkeypatch: pytest.MonkeyPatch) -> None:
             raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB")
         tile(*args)
 
-    monkeypatch.setattr(_ops, "_device_tile", flaky)
+    monkeypatch.setattr(_filters_kernels, "_device_tile", flaky)
     field = np.random.default_rng(5).standard_normal((100, 30)).astype(np.float32)
-    assert np.array_equal(_ops._filter_in_tiles(field, 5, CPU), reference_maximum_filter(field, 5))
+    assert np.array_equal(_filters_kernels._filter_in_tiles(field, 5, CPU), reference_maximum_filter(field, 5))
     assert sizes[:3] == [100, 50, 25]
 
 

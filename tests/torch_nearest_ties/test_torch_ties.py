@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 from spacr_accel_core.testing import reference_nearest, tie_heavy_point_sets
 
 torch = pytest.importorskip("torch")
-from spacr_accel_torch import _nearest, _runtime  # noqa: E402  (after the importorskip above)
+from spacr_accel_torch import _neighbours_kernels, _runtime  # noqa: E402  (after the importorskip above)
 
 CPU = _runtime.Device(torch.device("cpu"), True)
 
 
 def search(source, target, chunk):
-    """``_nearest.nearest`` on the CPU: torch's own search."""
-    return _nearest.nearest(source, target, chunk, CPU)
+    """``_neighbours_kernels.nearest`` on the CPU: torch's own search."""
+    return _neighbours_kernels.nearest(source, target, chunk, CPU)
 
 
 @settings(max_examples=40, deadline=None)
@@ -50,12 +50,12 @@ def test_matrix_passes_with_too_many_candidates_go_to_the_block_search(monkeypat
     """A tight cluster beside far outliers, D=8: the expansion cannot tell the cluster apart, so its
     passes are handed to the block search (forced for every pass with a cap of 0)."""
     if cap is not None:
-        monkeypatch.setattr(_nearest, "_CANDIDATES_PER_ROW", cap)
+        monkeypatch.setattr(_neighbours_kernels, "_CANDIDATES_PER_ROW", cap)
     rng = np.random.default_rng(4)
     target = rng.normal(0, 1e-3, (1500, 8)).astype(np.float32)
     target[rng.choice(1500, 15, replace=False)] = rng.normal(0, 1e4, (15, 8))
     source = np.ascontiguousarray(np.concatenate([target[:300:3], rng.normal(0, 1e-3, (200, 8))]).astype(np.float32))
-    deferred = _nearest._matrix(source, target, 4096, CPU, _nearest._Verdict(source, target, CPU))
+    deferred = _neighbours_kernels._matrix(source, target, 4096, CPU, _neighbours_kernels._Verdict(source, target, CPU))
     assert deferred  # the case this guards: passes the matrix search hands on
     index, distance = search(source, target, 97)
     expected_index, expected_distance = reference_nearest(source, target)
@@ -76,7 +76,7 @@ def test_a_cpu_run_is_torchs_own_search_and_says_so():
     expected_index, expected_distance = reference_nearest(source, target)
     assert spacr_accel_core.last_dispatch().backend == "torch"
     assert np.array_equal(index, expected_index) and np.array_equal(distance, expected_distance)
-    assert not hasattr(_nearest, "_host_kdtree")
+    assert not hasattr(_neighbours_kernels, "_host_kdtree")
 
 
 def test_clusters_beside_far_outliers_on_the_cpu_match_the_reference():

@@ -13,7 +13,7 @@ import pytest
 from spacr_accel_core import last_dispatch, ops
 
 torch = pytest.importorskip("torch")
-from spacr_accel_torch import _nearest  # noqa: E402  (after the importorskip above)
+from spacr_accel_torch import _neighbours_kernels  # noqa: E402  (after the importorskip above)
 
 
 def _cluster_beside_outliers(width: int, count: int) -> np.ndarray:
@@ -29,13 +29,13 @@ def _cluster_beside_outliers(width: int, count: int) -> np.ndarray:
 def test_forced_torch_on_wide_clusters_is_the_floor_bit_for_bit(monkeypatch: pytest.MonkeyPatch,
                                                                  width: int) -> None:
     searched: list[int] = []
-    real: Callable[..., Any] = _nearest._block_search
+    real: Callable[..., Any] = _neighbours_kernels._block_search
 
     def counted(source: np.ndarray, *args: Any) -> Any:
         searched.append(source.shape[0])
         return real(source, *args)
 
-    monkeypatch.setattr(_nearest, "_block_search", counted)
+    monkeypatch.setattr(_neighbours_kernels, "_block_search", counted)
     points = _cluster_beside_outliers(width, 700)
     target = np.ascontiguousarray(points[::-1])
     index, distance = ops.nearest_neighbours(points, target, backend="torch")
@@ -52,5 +52,5 @@ def test_the_tile_order_is_a_permutation_at_every_width_up_to_128(block: int) ->
     rng = np.random.default_rng(block)
     for width in range(1, 129):
         points = torch.from_numpy(rng.standard_normal((150, width)).astype(np.float32))
-        order = _nearest._tile_order(points, block)
+        order = _neighbours_kernels._tile_order(points, block)
         assert sorted(order.tolist()) == list(range(150)), width

@@ -1,4 +1,7 @@
-"""The windowed maximum and the matrix product in torch, tiled, on any device torch drives.
+"""The filters family's torch code: the windowed maximum, tiled, on any device torch drives (a stack
+in one call), the windowed minimum from it, and SciPy's Gaussian passes as float64 elementwise tensor
+operations. Imported by the hooks of :mod:`._filters` at their first call (the plugin imports that
+module, and its import stays as cheap as the hooks alone).
 
 WHY TWO FILTER ALGORITHMS. The maximum over a k x k window is separable: the max over k columns,
 then over k rows. On a GPU each 1-D pass is one ``max_pool2d`` kernel with a (1, k) or (k, 1)
@@ -16,6 +19,20 @@ border pixel the padding would repeat. So the GPU passes use max-pool's own impl
 NaN. ``torch.maximum`` propagates NaN, which IS the contract's rule. ``max_pool2d`` does not
 promise to on every device (Metal), so where a field holds a NaN the GPU path pools a NaN mask the
 same way and writes NaN wherever a window saw one.
+
+STACKS ``(..., H, W)`` IN ONE CALL (spaCR's 11 cycles x 4 channels of a sequencing field). ON A CARD
+every field of the stack travels in one tile of rows (a batch of ``max_pool2d`` windows, one
+transfer in and one out per tile, a single tile when the stack fits the pass budget). Windows never
+cross from one field into another: each field is one image of the batch. ON THE CPU the fields are
+filtered one after another by the cache-sized stripes, in the same call.
+
+THE GAUSSIAN PASSES: WHY NOT ``conv1d``. A convolution sums its products in whatever order its
+kernel chooses (and in float32, or TF32, on a card); SciPy's answer is one float64 sum in one order
+(see :mod:`spacr_accel_core.separable`). Each pass here is that sum written out: the centre times its
+weight, then each mirrored pair from the outermost in, each step one elementwise kernel over the
+whole field (one rounding per operation: a separate multiply and add are never fused), rounded to
+float32 after the pass. A device without float64 (Metal) declines. One field at a time on the
+device, in float64 (about five copies of one field): a stack costs its input, its output and that.
 """
 
 from __future__ import annotations
@@ -24,14 +41,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from spacr_accel_core.toolkit import EXACT_IN_FLOAT32
+from spacr_accel_core import BackendDeclined
+from spacr_accel_core.toolkit import Pass, gaussian_passes, laplace_terms, source_index
 
-from ._runtime import Device, budget, ieee_float32, tensor, tiled
+from ._runtime import Device, budget, tensor, tiled
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["matmul", "maximum_filter"]
+__all__ = ["gaussian", "maximum_filter", "maximum_filter_stack", "minimum"]
 
 _F32 = np.dtype(np.float32)
 
@@ -45,7 +63,7 @@ _FLOOR_ROWS = 8
 """The smallest tile of output rows worth sending to a device after out-of-memory retries."""
 
 
-# ---- maximum_filter ------------------------------------------------------------------------------
+# ---- maximum_filter: one field ----------------------------------------------------------------------
 
 
 def _running_max(buffer: torch.Tensor, spare: torch.Tensor, length: int, size: int, dim: int,
@@ -186,119 +204,129 @@ def maximum_filter(field: np.ndarray, size: int, device: Device) -> np.ndarray:
     return _filter_in_tiles(source, size, device)
 
 
-def _peaks(values: torch.Tensor, filtered: torch.Tensor, threshold: np.float32 | None) -> torch.Tensor:
-    """Where a pixel equals its window's maximum (never a NaN: NaN equals nothing), above ``threshold``."""
-    peak = values == filtered
-    if threshold is not None:
-        peak &= values > float(threshold)  # ``threshold`` is a float32, so the comparison is exact
-    return peak
+# ---- maximum_filter: a stack in one call ---------------------------------------------------------
 
 
-def _peaks_in_tiles(field: np.ndarray, size: int, threshold: np.float32 | None, device: Device) -> np.ndarray:
-    """Peaks found on the device, tile by tile: only each tile's coordinates come back to the host."""
+def _pool_fields(tiles: torch.Tensor, sizes: tuple[int, int]) -> torch.Tensor:
+    """The separable window maximum of ``(F, rows, W)``, each field its own image, NaN winning."""
     import torch
+    from torch.nn import functional
 
-    height, width = field.shape
-    sizes = _capped(size, field.shape)
-    rows = max(1, budget(device) // (_GPU_BYTES_PER_PIXEL * width) - (sizes[0] - 1))
-    found: dict[int, np.ndarray] = {}
-
-    def step(start: int, stop: int) -> None:
-        lo, hi = max(0, start - sizes[0] // 2), min(height, stop + sizes[0] // 2)
-        tile = tensor(field[lo:hi], device.torch)
-        result = _pool(tile, sizes)
-        if bool(torch.isnan(tile).any()):
-            seen = _pool(torch.isnan(tile).to(torch.float32), sizes) > 0
-            result = result.masked_fill(seen, float("nan"))
-        inner = slice(start - lo, stop - lo)
-        where = torch.nonzero(_peaks(tile[inner], result[inner], threshold)).cpu().numpy()
-        where[:, 0] += start
-        found[start] = where  # a retried (smaller) tile replaces nothing: starts are unique per range
-
-    tiled(height, rows, _FLOOR_ROWS, step, device, "local_maxima")
-    parts = [found[start] for start in sorted(found)]
-    return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.empty((0, 2), np.int64)
+    down, across = sizes
+    batch = tiles[:, None]
+    wide = functional.max_pool2d(batch, (1, across), stride=1, padding=(0, across // 2))
+    result = functional.max_pool2d(wide, (down, 1), stride=1, padding=(down // 2, 0))[:, 0]
+    nan = torch.isnan(tiles)
+    if bool(nan.any()):
+        seen = functional.max_pool2d(nan.to(torch.float32)[:, None], (1, across), stride=1, padding=(0, across // 2))
+        seen = functional.max_pool2d(seen, (down, 1), stride=1, padding=(down // 2, 0))[:, 0] > 0
+        result = result.masked_fill(seen, float("nan"))
+    return result
 
 
-def local_maxima(field: np.ndarray, size: int, threshold: np.float32 | None, device: Device) -> np.ndarray:
-    """The coordinates of a 2-D float32 field's peaks (see :func:`spacr_accel_core.ops.local_maxima`).
-
-    On a card the field is filtered and compared tile by tile on the device, and only the
-    coordinates cross the bus; on the CPU the filtered field is compared where it lies.
-
-    :returns: int64 ``(P, 2)`` coordinates in row-major order.
-    """
-    import torch
-
-    source = np.ascontiguousarray(field)
-    if not device.is_cpu:
-        return _peaks_in_tiles(source, size, threshold, device)
-    filtered = torch.from_numpy(_filter_in_stripes(source, size, device))
-    peak = _peaks(tensor(source), filtered, threshold)
-    return torch.nonzero(peak).numpy().astype(np.int64, copy=False)
+def _rows(fields: np.ndarray, sizes: tuple[int, int], device: Device) -> int:
+    """Output rows of every field per tile, from the pass budget."""
+    count, _height, width = fields.shape
+    return max(1, budget(device) // (_GPU_BYTES_PER_PIXEL * int(width) * int(count)) - (sizes[0] - 1))
 
 
-# ---- matmul --------------------------------------------------------------------------------------
+def maximum_filter_stack(field: np.ndarray, size: int, device: Device) -> np.ndarray:
+    """The window maximum of every 2-D field of ``(..., H, W)`` float32, edges repeated, NaN winning.
 
-
-def _compute_dtype(first: np.ndarray, second: np.ndarray, device: Device) -> np.dtype:
-    """float32 where float32 holds the inputs exactly or the device refuses doubles, else float64.
-
-    Wider inputs (int32, int64, float64) are multiplied in float64 and rounded once, like the
-    NumPy backend, on a device that accepts doubles; Metal never receives one: they are rounded
-    to float32 on the host first, the best that device can do.
-    """
-    if first.dtype in EXACT_IN_FLOAT32 and second.dtype in EXACT_IN_FLOAT32:
-        return _F32
-    return np.dtype(np.float64) if device.float64 else _F32
-
-
-def _product(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-    import torch
-
-    return torch.matmul(first, second)
-
-
-def matmul(first: np.ndarray, second: np.ndarray, device: Device) -> np.ndarray:
-    """``first @ second`` with NumPy's shape rules, as float32, tiled over the rows of ``first``.
-
-    THE UNMIXING SHAPE: a tall matrix times a tiny one is a copy to the card, a trivial kernel
-    and a copy back; tiles bound the device memory, and on the CPU the tensors alias the arrays.
-
-    :param first: non-empty real array, at least 1-D.
-    :param second: the same, shape-compatible.
+    :param field: non-empty float32, at least 2-D (never modified).
+    :param size: odd window edge, at least 3.
     :param device: where to compute.
-    :returns: the float32 product (0-d for two vectors), from IEEE float32 (or float64) products
-        even where the process allowed TF32 or bfloat16 (see :func:`._runtime.ieee_float32`).
+    :returns: a new float32 array of the stack's shape, equal bit for bit to the NumPy backend's.
     """
-    with ieee_float32():
-        return _matmul(first, second, device)
+    if field.ndim == 2:
+        return maximum_filter(field, size, device)
+    fields = np.ascontiguousarray(field).reshape(-1, *field.shape[-2:])
+    out = np.empty(fields.shape, dtype=_F32)
+    if device.is_cpu:
+        for number in range(fields.shape[0]):
+            out[number] = _filter_in_stripes(fields[number], size, device)
+    else:
+        filter_in_tiles(fields, size, device, out)
+    return out.reshape(field.shape)
 
 
-def _matmul(first: np.ndarray, second: np.ndarray, device: Device) -> np.ndarray:
+def filter_in_tiles(fields: np.ndarray, size: int, device: Device, out: np.ndarray) -> None:
+    """The card's algorithm: ``(F, H, W)`` fields into ``out``, every field in each tile of rows."""
     import torch
 
-    dtype = _compute_dtype(first, second, device)
-    left = np.ascontiguousarray(first, dtype=dtype)
-    right = np.ascontiguousarray(second, dtype=dtype)
-    right_t = tensor(right, device.torch)
-    if left.ndim == 1:
-        result = _product(tensor(left, device.torch), right_t)
-        # A fresh tensor (never a view of the operands), so handing out its memory is safe.
-        return result.to("cpu", torch.float32).numpy()
-    batch_shape = np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
-    shape = (*batch_shape, left.shape[-2], right.shape[-1]) if right.ndim >= 2 else (*batch_shape, left.shape[-2])
-    out = np.empty(shape, dtype=_F32)
-    rows = left.shape[-2]
-    batch = int(np.prod(shape[:-2] if right.ndim >= 2 else shape[:-1]))
-    per_row = (left.shape[-1] + 2 * (right.shape[-1] if right.ndim >= 2 else 1)) * dtype.itemsize * batch
-    tile = rows if device.is_cpu else max(1, budget(device) // max(1, per_row))
+    height = fields.shape[1]
+    sizes = _capped(size, fields.shape[1:])
+    radius = sizes[0] // 2
 
     def step(start: int, stop: int) -> None:
-        part = tensor(left[..., start:stop, :], device.torch)
-        product = _product(part, right_t)
-        rows_out = out[..., start:stop, :] if right.ndim >= 2 else out[..., start:stop]
-        torch.from_numpy(rows_out).copy_(product)  # device to host straight into the result
+        lo, hi = max(0, start - radius), min(height, stop + radius)
+        result = _pool_fields(tensor(np.ascontiguousarray(fields[:, lo:hi]), device.torch), sizes)
+        torch.from_numpy(out[:, start:stop]).copy_(result[:, start - lo:stop - lo])
 
-    tiled(rows, tile, 1, step, device, "matmul")
+    tiled(height, _rows(fields, sizes, device), _FLOOR_ROWS, step, device, "maximum_filter")
+
+
+# ---- the decode chain's filters: the Gaussian passes and the window minimum ----------------------
+
+
+def _pass(values: torch.Tensor, step: Pass, mode: str) -> torch.Tensor:
+    """One 1-D correlation of a float64 field along ``step.axis``, in SciPy's order, rounded to float32
+    (returned as float64 holding the float32 values, as SciPy's next pass reads them)."""
+    import torch
+
+    dim = values.dim() + step.axis
+    length, radius = values.shape[dim], step.radius
+    where = torch.as_tensor(source_index(length, radius, mode), device=values.device)
+    line = values.index_select(dim, where)
+    acc = line.narrow(dim, radius, length) * step.weights[0]
+    for j in range(radius, 0, -1):
+        left, right = line.narrow(dim, radius - j, length), line.narrow(dim, radius + j, length)
+        pair = left + right if step.sign > 0 else left - right
+        acc = acc + pair * step.weights[j]
+    return acc.to(torch.float32).to(torch.float64)
+
+
+def _term(field: torch.Tensor, passes: tuple[Pass, ...], mode: str) -> torch.Tensor:
+    import torch
+
+    values = field
+    for step in passes:
+        values = _pass(values, step, mode)
+    return values.to(torch.float32)
+
+
+def gaussian(field: np.ndarray, sigma: tuple[float, float], truncate: float, mode: str, laplace: bool,
+             device: Device) -> np.ndarray:
+    """``gaussian_filter`` (or ``gaussian_laplace``) of one 2-D float32 field, SciPy's bits.
+
+    :param field: non-empty 2-D float32 (never modified).
+    :param sigma: ``(rows, columns)``, not both skipped.
+    :param truncate: the reach in standard deviations.
+    :param mode: ``"reflect"`` or ``"nearest"``.
+    :param laplace: the Laplacian of the Gaussian rather than the Gaussian.
+    :param device: where to compute.
+    :raises BackendDeclined: the device has no float64.
+    """
+    import torch
+
+    if not device.float64:
+        raise BackendDeclined(f"{device.torch} has no float64, and SciPy's answer is summed in float64")
+    terms = laplace_terms(sigma, truncate) if laplace else (gaussian_passes(sigma, truncate),)
+    values = tensor(np.ascontiguousarray(field, dtype=_F32), device.torch).to(torch.float64)
+    result = _term(values, terms[0], mode)
+    for passes in terms[1:]:
+        result = result + _term(values, passes, mode)  # float32 + float32, as SciPy adds the terms
+    out = np.empty(field.shape, dtype=_F32)
+    torch.from_numpy(out).copy_(result)
     return out
+
+
+def minimum(field: np.ndarray, size: int, device: Device) -> np.ndarray:
+    """The window minimum of every 2-D float32 field of ``(..., H, W)`` (a stack in one call): the
+    negated field's window maximum, negated
+    (exact: negation only flips the sign; a NaN stays a NaN), its zeros made ``+0.0``."""
+    negated = np.negative(np.asarray(field, dtype=_F32))
+    result = maximum_filter_stack(negated, size, device)
+    np.negative(result, out=result)
+    result += np.float32(0.0)
+    return result

@@ -1,10 +1,9 @@
-"""The decode chain's two steps in torch: window maxima gathered on the device, and batches of
-phase correlations whose transforms never leave it.
+"""The registration family's torch code: batches of phase correlations whose transforms never leave
+the device. Imported by the hook of :mod:`._registration` at its first call (the plugin imports that
+module, and its import stays as cheap as the hook alone).
 
-ONLY THE ANSWERS CROSS THE BUS. The window maxima of 10,000 reads in 44 fields are 440,000
-floats; the stack goes to the device in groups of fields sized to the free memory, and each
-group's windows are gathered and reduced there. A batch of phase correlations sends its fields,
-transforms, normalises and searches the surfaces on the device, and brings back two numbers a pair.
+ONLY THE ANSWERS CROSS THE BUS. A batch of phase correlations sends its fields, transforms,
+normalises and searches the surfaces on the device, and brings back two numbers a pair.
 
 FLOAT64 WHERE THE DEVICE HAS IT. The surfaces are computed in float64 (spaCR's definition), so the
 peak and its ratio match the NumPy floor's; Metal has no float64 and computes in float32, where
@@ -22,40 +21,7 @@ from ._runtime import Device, budget, tensor, tiled
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["phase_correlate", "window_maxima"]
-
-
-def _window_index(points: np.ndarray, size: int, height: int, width: int) -> np.ndarray:
-    """Flat indices ``(window pixels, N)`` of each point's window, clipped at the field's edges."""
-    down, across = min(size // 2, height - 1), min(size // 2, width - 1)
-    rows, columns = np.meshgrid(np.arange(-down, down + 1), np.arange(-across, across + 1), indexing="ij")
-    ys = np.clip(points[:, 0] + rows.reshape(-1, 1), 0, height - 1)
-    xs = np.clip(points[:, 1] + columns.reshape(-1, 1), 0, width - 1)
-    index: np.ndarray = ys * width + xs
-    return index
-
-
-def window_maxima(stack: np.ndarray, points: np.ndarray, size: int, device: Device) -> np.ndarray:
-    """float32 ``(N, F)``: the window maximum at each point of every field of an ``(F, H, W)`` stack."""
-    import torch
-
-    count, height, width = stack.shape
-    source = np.ascontiguousarray(stack, dtype=np.float32).reshape(count, height * width)
-    index = tensor(_window_index(points, size, height, width), device.torch)
-    out = np.empty((count, points.shape[0]), dtype=np.float32)
-    per_field = 4 * (height * width + 2 * index.numel())
-    fields = max(1, budget(device) // per_field)
-
-    def step(start: int, stop: int) -> None:
-        part = tensor(source[start:stop], device.torch)
-        gathered = part[:, index]  # (fields, window pixels, N)
-        best = gathered.amax(dim=1)
-        nan = torch.isnan(gathered).any(dim=1)  # the NaN rule, whatever this device's max does
-        best = best.masked_fill(nan, float("nan")) + 0.0  # and +0.0 for a maximum of zero
-        torch.from_numpy(out[start:stop]).copy_(best)
-
-    tiled(count, fields, 1, step, device, "window_maxima")
-    return np.ascontiguousarray(out.T)
+__all__ = ["phase_correlate"]
 
 
 def _surfaces(references: torch.Tensor, second: torch.Tensor,
