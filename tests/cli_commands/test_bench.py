@@ -128,7 +128,7 @@ def test_a_backend_with_wrong_values_is_reported_as_disagreeing(
     plug(Liar(), "liar")
     report = bench_json(capsys, "--backend", "liar", "--repeat", "1", code=1)
     assert report["ok"] is False
-    assert report["problems"] == [f"liar in {op}" for op in LIED]
+    assert report["problems"] == [f"liar in {op}" for op in OPERATIONS if op in LIED]  # in the table's order
     assert [r["backend"] for op in report["operations"] for r in op["results"]] == ["numpy", "liar"] * len(OPERATIONS)
     liar = results(report, "liar")
     for operation in LIED:

@@ -14,11 +14,17 @@ from ..contract._records import Accelerator
 from ..dispatch._registry import REGISTRY
 from ..operations._operations import OPERATIONS
 
+SPACR_PRIMITIVES: Final = ("maximum_filter", "matmul", "nearest_neighbours")
+"""``spacr.ops_accel``'s three primitives, whose rows follow spaCR's five in spaCR's own table, in
+its order; the rest of the operations follow them in the table's order."""
+
 
 def primitive_tasks() -> tuple[tuple[str, str], ...]:
-    """One capabilities row per operation in the table, in its words: read at each call, so an
-    operation declared after this module was imported has its row too."""
-    return tuple((operation.name, operation.task) for operation in tuple(OPERATIONS.values()))
+    """One capabilities row per operation in the table, in its words, spaCR's three primitives first:
+    read at each call, so an operation declared after this module was imported has its row too."""
+    rows = tuple(OPERATIONS.values())
+    first = [row for name in SPACR_PRIMITIVES for row in rows if row.name == name]
+    return tuple((row.name, row.task) for row in (*first, *(row for row in rows if row not in first)))
 
 
 def _device_words(found: Accelerator) -> str:
