@@ -34,6 +34,10 @@ third party's.
   which walks them given one pair's computation.
 - Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
   (how the core hands ``local_maxima``'s threshold to a plugin).
+- Landmarks: :func:`spaced_peaks`, ``peak_local_max``'s border, order and spacing walk, in bounded
+  memory (the floor's ``spaced_peaks``); :func:`triangle_matches`, spaCR's triangle matching on
+  stacks with its per-item calls' bits, one item at a time where this NumPy rounds stacks otherwise
+  (the floor's ``match_triangles``; needs SciPy).
 
 This module is the one door: the shipped backends and the examples import only from here, from
 ``spacr_accel_core`` itself (the contract) and, in their tests, from :mod:`spacr_accel_core.testing`
@@ -69,12 +73,14 @@ from .kit._exact import (
     pick_lowest_dense,
 )
 from .kit._knearest import exact_search, finish, first_k, k_nearest, padded_bound, search_distinct
+from .kit._peaks import spaced_peaks
 from .kit._points import Neighbourhoods, attribute_by_tree, decide_attribution, neighbourhoods, padded_reach
 from .kit._precision import PrecisionWindow
 from .kit._separable import Pass, gaussian_passes, laplace_terms, source_index
 from .kit._spectra import correlate_by_reference, real_spectrum, real_surface, reference_runs
 from .kit._tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
 from .kit._translate import call_translated
+from .kit._triangles import triangle_matches
 from .operations._checks import threshold_below
 
 __all__ = [
@@ -130,6 +136,8 @@ __all__ = [
     "search_distinct",
     "setting_value",
     "source_index",
+    "spaced_peaks",
     "threshold_below",
     "tiled",
+    "triangle_matches",
 ]

@@ -15,6 +15,7 @@ from ._filters import (
     spacr_accel_maximum_filter,
     spacr_accel_minimum_filter,
 )
+from ._landmarks import spacr_accel_match_triangles, spacr_accel_spaced_peaks
 from ._levels import spacr_accel_percentiles, spacr_accel_rescale_fields
 from ._neighbours import spacr_accel_nearest_neighbours
 from ._peaks import spacr_accel_local_maxima, spacr_accel_window_maxima
@@ -31,6 +32,7 @@ __all__ = [
     "spacr_accel_gaussian_filter",
     "spacr_accel_gaussian_laplace",
     "spacr_accel_local_maxima",
+    "spacr_accel_match_triangles",
     "spacr_accel_matmul",
     "spacr_accel_maximum_filter",
     "spacr_accel_minimum_filter",
@@ -38,6 +40,7 @@ __all__ = [
     "spacr_accel_percentiles",
     "spacr_accel_phase_correlate",
     "spacr_accel_rescale_fields",
+    "spacr_accel_spaced_peaks",
     "spacr_accel_spot_score",
     "spacr_accel_translate",
     "spacr_accel_window_maxima",

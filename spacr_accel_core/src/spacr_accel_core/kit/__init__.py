@@ -15,8 +15,10 @@
 - ``_translate``: a primitive's call with its library's errors in the contract's words.
 - ``_points``: read attribution by SciPy's own tree, the loop over reads in arrays; the inlier
   counts' grid.
-- ``_triangles``: triangle matching on stacks with the per-item calls' bits, and its probe.
-- ``_peaks``: ``peak_local_max``'s border, order and spacing from the registry's local maxima.
+- ``_triangles``: triangle matching on stacks with the per-item calls' bits, its probe, and the
+  per-item calls where the probe fails (the floor's ``match_triangles``).
+- ``_peaks``: ``peak_local_max``'s border, order and spacing walk in bounded memory (the floor's
+  ``spaced_peaks``), and the high order statistics of a percentile floor.
 - ``_quantiles``: NumPy's percentile taken apart: the index plan and the interpolation applied to
   selected order statistics (the levels operations' and spaCR's patch's one copy).
 - ``_surface``: spaCR's correlation surface in spaCR's own arithmetic, on every core (the

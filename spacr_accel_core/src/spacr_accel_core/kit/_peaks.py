@@ -10,19 +10,22 @@ registry's (``local_maxima``); this is the rest, on the few hundred peaks a fiel
 
 WHY THE WALK IS SHORT. Two maxima of ``(2d + 1)``-square windows nearer than ``d`` lie in each
 other's window, so they hold the same value: only plateaus and exact ties ever meet. The walk is
-therefore taken only over the peaks that have a neighbour nearer than ``d``, found by binning the
-peaks into ``d``-square cells; every other peak is kept as the walk would keep it.
+therefore taken only over the peaks that have an earlier neighbour nearer than ``d``, found by
+binning the peaks into ``d``-square cells; every other peak is kept as the walk would keep it. A
+wide plateau above the threshold makes many such pairs: they are found and walked a part at a time
+(at most :data:`PAIRS_AT_ONCE` held), in the walk's order, so memory stays bounded and the answer
+is the same.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CROWDED", "high_order_statistics", "spaced_peaks"]
+__all__ = ["PAIRS_AT_ONCE", "high_order_statistics", "spaced_peaks"]
 
-CROWDED = 1 << 21
-"""The most neighbouring pairs (peaks nearer than the spacing, across adjacent cells) the walk
-examines; a field with more (a large flat plateau above the threshold) is answered as ``None``."""
+PAIRS_AT_ONCE = 1 << 21
+"""The most candidate pairs (peaks in adjacent cells) held at once: a field with more (a large flat
+plateau above the threshold) is walked in parts of the walk's order, each holding about this many."""
 
 
 _STRIDE = 61
@@ -60,41 +63,63 @@ def high_order_statistics(values: np.ndarray, ranks: np.ndarray) -> np.ndarray |
     return selected
 
 
-def _near_pairs(coords: np.ndarray, spacing: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every pair ``(i, j)``, ``i != j``, of peaks nearer than ``spacing`` in both axes, each pair once
-    in each direction, or ``None`` past :data:`CROWDED` candidate pairs."""
+def _cells(coords: np.ndarray, spacing: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The peaks binned into ``spacing``-square cells: for each peak and each of the nine cells
+    around its own, where that cell's peaks start and stop in ``order`` (the peaks sorted by cell).
+
+    :returns: ``(order, starts, stops)``, ``starts`` and ``stops`` shaped ``(9, P)``.
+    """
     cells = coords // spacing
     width = int(cells[:, 1].max()) + 3
     key = (cells[:, 0] + 1) * width + (cells[:, 1] + 1)
     order = np.argsort(key, kind="stable")
     sorted_keys = key[order]
-    firsts, seconds = [], []
-    total = 0
-    for dy in (-1, 0, 1):
-        for dx in (-1, 0, 1):
-            wanted = key + dy * width + dx
-            start = np.searchsorted(sorted_keys, wanted, "left")
-            stop = np.searchsorted(sorted_keys, wanted, "right")
-            counts = stop - start
-            total += int(counts.sum())
-            if total > CROWDED:
-                return None
-            if not counts.any():
-                continue
-            first = np.repeat(np.arange(coords.shape[0]), counts)
-            offsets = np.arange(first.size) - np.repeat(np.cumsum(counts) - counts, counts)
-            second = order[np.repeat(start, counts) + offsets]
-            firsts.append(first)
-            seconds.append(second)
-    first = np.concatenate(firsts)
-    second = np.concatenate(seconds)
-    gap = np.abs(coords[first] - coords[second]).max(axis=1)
-    near = (gap < spacing) & (first != second)
-    return first[near], second[near]
+    around = np.array([dy * width + dx for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
+    wanted = key[None, :] + around[:, None]
+    return order, np.searchsorted(sorted_keys, wanted, "left"), np.searchsorted(sorted_keys, wanted, "right")
+
+
+def _earlier_neighbours(coords: np.ndarray, spacing: int, cells: tuple[np.ndarray, np.ndarray, np.ndarray],
+                        first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair ``(i, j)`` with ``first <= i < last`` and ``j < i`` of peaks nearer than ``spacing``
+    in both axes, sorted by ``i``."""
+    order, starts, stops = cells
+    counts = stops[:, first:last] - starts[:, first:last]
+    total = counts.sum(axis=0)
+    peaks = np.repeat(np.arange(first, last), total)
+    # each peak's candidates, cell after cell, laid out contiguously per peak
+    per_cell = counts.T.reshape(-1)
+    cell_starts = starts[:, first:last].T.reshape(-1)
+    offsets = np.arange(per_cell.sum()) - np.repeat(np.cumsum(per_cell) - per_cell, per_cell)
+    others = order[np.repeat(cell_starts, per_cell) + offsets]
+    near = (others < peaks) & (np.abs(coords[peaks] - coords[others]).max(axis=1) < spacing)
+    return peaks[near], others[near]
+
+
+def _walk(coords: np.ndarray, spacing: int) -> np.ndarray:
+    """Which peaks the walk keeps: ``coords`` in walk order, so an index is a rank, and a peak is
+    kept when no earlier neighbour nearer than ``spacing`` was kept (a later one cannot have been,
+    yet). The pairs are found a part of the order at a time, at most about :data:`PAIRS_AT_ONCE`."""
+    keep = np.ones(coords.shape[0], dtype=bool)
+    cells = _cells(coords, spacing)
+    held = np.cumsum((cells[2] - cells[1]).sum(axis=0))
+    first = 0
+    while first < coords.shape[0]:
+        before = int(held[first - 1]) if first else 0
+        last = max(first + 1, int(np.searchsorted(held, before + PAIRS_AT_ONCE, "right")))
+        peaks, others = _earlier_neighbours(coords, spacing, cells, first, last)
+        if peaks.size:
+            crowded = np.unique(peaks)
+            begins = np.searchsorted(peaks, crowded, "left")
+            ends = np.searchsorted(peaks, crowded, "right")
+            for peak, begin, end in zip(crowded.tolist(), begins.tolist(), ends.tolist(), strict=True):
+                keep[peak] = not keep[others[begin:end]].any()
+        first = last
+    return keep
 
 
 def spaced_peaks(coords: np.ndarray, values: np.ndarray, shape: tuple[int, int],
-                 min_distance: int) -> np.ndarray | None:
+                 min_distance: int) -> np.ndarray:
     """``peak_local_max``'s answer from the maxima above its threshold.
 
     :param coords: int64 ``(P, 2)`` maxima above the threshold, in row-major order (the registry's
@@ -103,8 +128,7 @@ def spaced_peaks(coords: np.ndarray, values: np.ndarray, shape: tuple[int, int],
     :param shape: the field's shape, for the border.
     :param min_distance: ``peak_local_max``'s ``min_distance`` (at least 1): the border's width and
         the spacing.
-    :returns: int64 ``(N, 2)`` peaks in ``peak_local_max``'s order and memory layout, or ``None``
-        when more than :data:`CROWDED` neighbouring pairs would have to be walked.
+    :returns: int64 ``(N, 2)`` peaks in ``peak_local_max``'s order and memory layout.
     """
     if min_distance < 1:
         raise ValueError(f"min_distance must be at least 1, got {min_distance}")
@@ -115,22 +139,6 @@ def spaced_peaks(coords: np.ndarray, values: np.ndarray, shape: tuple[int, int],
     rows, cols, kept_values = rows[inside], cols[inside], values[inside]
     ranked = np.argsort(-kept_values, kind="stable")
     ordered = np.transpose((rows, cols))[ranked]  # scikit-image's own layout for its ordered list
-    if min_distance <= 1 or ordered.shape[0] == 0:
+    if min_distance <= 1 or ordered.shape[0] < 2:
         return ordered
-    pairs = _near_pairs(ordered, min_distance) if ordered.shape[0] > 1 else (np.zeros(0, np.intp),) * 2
-    if pairs is None:
-        return None
-    first, second = pairs
-    keep = np.ones(ordered.shape[0], dtype=bool)
-    if first.size:
-        # ``ordered`` is in walk order, so an index is a rank: a crowded peak is kept when no
-        # neighbour before it was kept (one after it cannot have been, yet).
-        by_first = np.argsort(first, kind="stable")
-        first, second = first[by_first], second[by_first]
-        crowded = np.unique(first)
-        starts = np.searchsorted(first, crowded, "left")
-        stops = np.searchsorted(first, crowded, "right")
-        for peak, start, stop in zip(crowded.tolist(), starts.tolist(), stops.tolist(), strict=True):
-            neighbours = second[start:stop]
-            keep[peak] = not keep[neighbours[neighbours < peak]].any()
-    return np.ascontiguousarray(ordered[keep])
+    return np.ascontiguousarray(ordered[_walk(ordered, min_distance)])

@@ -2,8 +2,9 @@
 NumPy's calls give one triangle and one match at a time.
 
 WHAT IS MATCHED. Each point set is Delaunay-triangulated (SciPy's ``Delaunay``, the same call on
-the same array, so the same simplices in the same order); a triangle is described by its two
-shorter sides over its longest, its vertices ordered by the side opposite each. Each source
+the same array, so the same simplices in the same order: the core triangulates, and a backend is
+handed the simplices); a triangle is described by its two shorter sides over its longest, its
+vertices ordered by the side opposite each. Each source
 triangle is matched to the target triangles whose descriptors lie within a tolerance (SciPy's
 ``cKDTree.query_ball_point``, the same tree and distances, every query's points in the tree's
 order), and each match proposes a similarity (scale, rotation) fitted in closed form: the centred
@@ -27,7 +28,8 @@ applied to a stack:
 
 :func:`batches_match_single_calls` checks these premises once a process on a fixed probe (ties,
 fused-multiply-add-sensitive lengths, reflections, degenerate triangles) against the per-item calls
-themselves; a NumPy or BLAS that batches otherwise is told apart there, before anything is served.
+themselves; a NumPy or BLAS that batches otherwise is told apart there, and :func:`triangle_matches`
+then makes the per-item calls themselves, one triangle and one match at a time.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TriangleVotes", "batches_match_single_calls", "pooled_transform", "triangle_shapes",
-           "triangle_votes"]
+__all__ = ["TriangleVotes", "batches_match_single_calls", "pooled_transform", "triangle_matches",
+           "triangle_shapes", "triangle_votes"]
 
 BLOCK = 512
 """Source triangles queried and fitted at once: the matches of one block are the memory in use
@@ -56,20 +58,17 @@ def _lengths(vectors: np.ndarray) -> np.ndarray:
     return lengths
 
 
-def triangle_shapes(coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Delaunay-triangulate ``coords`` and describe every triangle by its shape.
+def triangle_shapes(coords: np.ndarray, simplices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Describe every triangle of a triangulation of ``coords`` by its shape.
 
     The descriptor is the two shorter sides over the longest; the vertices are ordered by the
     length of the side opposite each, shortest first, so two matched descriptors pair their points.
     A triangle whose longest side is not positive keeps a zero descriptor and zero vertices.
 
-    :param coords: ``(N, 2)`` float64 points, ``N >= 3``, finite (the caller checks).
+    :param coords: ``(N, 2)`` float64 points, finite (the caller checks).
+    :param simplices: ``(M, 3)`` indices into ``coords``: SciPy's ``Delaunay(coords).simplices``.
     :returns: ``(descriptors, vertices)``: ``(M, 2)`` float64 and ``(M, 3)`` of the simplices' dtype.
-    :raises scipy.spatial.QhullError: where Qhull cannot triangulate (collinear points).
     """
-    from scipy.spatial import Delaunay
-
-    simplices = Delaunay(coords).simplices
     corners = coords[simplices]
     sides = np.empty_like(corners)
     np.subtract(corners[:, 1], corners[:, 2], out=sides[:, 0])
@@ -180,7 +179,7 @@ def pooled_transform(votes: TriangleVotes) -> tuple[float, np.ndarray, np.ndarra
     return scale, rotation, np.median(offsets, axis=0)
 
 
-# ---- the premises, checked once a process ---------------------------------------------------------
+# ---- the per-item calls (where the stacks round otherwise), and the premises checked once a process -
 
 
 def _one_shape(coords: np.ndarray, tri: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -211,6 +210,44 @@ def _one_similarity(src: np.ndarray, dst: np.ndarray) -> tuple[float, Any] | Non
     return scale, np.arctan2(rotation[1, 0], rotation[0, 0])
 
 
+def _shapes_one_by_one(coords: np.ndarray, simplices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`triangle_shapes` by the per-item calls, one triangle at a time."""
+    descriptors, vertices = np.zeros((simplices.shape[0], 2)), np.zeros_like(simplices)
+    for i, row in enumerate(simplices):
+        one = _one_shape(coords, row)
+        if one is not None:
+            descriptors[i], vertices[i] = one
+    return descriptors, vertices
+
+
+def _votes_one_by_one(source: np.ndarray, target: np.ndarray, source_shapes: tuple[np.ndarray, np.ndarray],
+                      target_shapes: tuple[np.ndarray, np.ndarray], tolerance: float) -> TriangleVotes:
+    """:func:`triangle_votes` by the per-item calls: one ball query per source triangle, one fit per
+    match, in the same order."""
+    from scipy.spatial import cKDTree
+
+    (src_desc, src_tri), (dst_desc, dst_tri) = source_shapes, target_shapes
+    tree = cKDTree(dst_desc)
+    scales: list[float] = []
+    angles: list[Any] = []
+    matched_src: list[np.ndarray] = []
+    matched_dst: list[np.ndarray] = []
+    for i, desc in enumerate(src_desc):
+        for j in tree.query_ball_point(desc, tolerance):
+            src_vertices, dst_vertices = source[src_tri[i]], target[dst_tri[j]]
+            fit = _one_similarity(src_vertices, dst_vertices)
+            if fit is None:
+                continue
+            scales.append(fit[0])
+            angles.append(fit[1])
+            matched_src.append(src_vertices)
+            matched_dst.append(dst_vertices)
+    if not scales:
+        return TriangleVotes(np.zeros(0), np.zeros(0), np.zeros((0, 2)), np.zeros((0, 2)))
+    return TriangleVotes(np.array(scales, dtype=np.float64), np.array(angles, dtype=np.float64),
+                         np.concatenate(matched_src), np.concatenate(matched_dst))
+
+
 def _probe_points() -> tuple[np.ndarray, np.ndarray]:
     """Two point sets related by a similarity with a reflection's worth of noise: pixel centres (ties
     in side lengths) and fractional ones (lengths whose ``ddot`` rounds apart from ``x*x + y*y``)."""
@@ -226,33 +263,22 @@ def _probe_points() -> tuple[np.ndarray, np.ndarray]:
 
 def _probe() -> bool:
     source, target = _probe_points()
-    from scipy.spatial import Delaunay, cKDTree
+    from scipy.spatial import Delaunay
 
     shapes = []
     for points in (source, target):
-        desc, tri = triangle_shapes(points)
         simplices = Delaunay(points).simplices
-        want_desc, want_tri = np.zeros((simplices.shape[0], 2)), np.zeros_like(simplices)
-        for i, row in enumerate(simplices):
-            one = _one_shape(points, row)
-            if one is not None:
-                want_desc[i], want_tri[i] = one
+        desc, tri = triangle_shapes(points, simplices)
+        want_desc, want_tri = _shapes_one_by_one(points, simplices)
         if not (np.array_equal(desc.view(np.int64), want_desc.view(np.int64)) and np.array_equal(tri, want_tri)
                 and tri.dtype == want_tri.dtype):
             return False
         shapes.append((desc, tri))
     tolerance = 0.02
     votes = triangle_votes(source, target, shapes[0], shapes[1], tolerance)
-    tree = cKDTree(shapes[1][0])
-    scales, angles = [], []
-    for i, desc in enumerate(shapes[0][0]):
-        for j in tree.query_ball_point(desc, tolerance):
-            fit = _one_similarity(source[shapes[0][1][i]], target[shapes[1][1][j]])
-            if fit is not None:
-                scales.append(fit[0])
-                angles.append(fit[1])
-    return (len(scales) > 50 and np.array_equal(np.array(scales).view(np.int64), votes.scales.view(np.int64))
-            and np.array_equal(np.array(angles, dtype=np.float64).view(np.int64), votes.angles.view(np.int64)))
+    want = _votes_one_by_one(source, target, shapes[0], shapes[1], tolerance)
+    return (want.scales.shape[0] > 50 and np.array_equal(want.scales.view(np.int64), votes.scales.view(np.int64))
+            and np.array_equal(want.angles.view(np.int64), votes.angles.view(np.int64)))
 
 
 _checked: list[bool] = []
@@ -272,3 +298,24 @@ def batches_match_single_calls() -> bool:
                 with np.errstate(all="ignore"):
                     _checked.append(bool(_probe()))
     return _checked[0]
+
+
+def triangle_matches(source: np.ndarray, target: np.ndarray, source_simplices: np.ndarray,
+                     target_simplices: np.ndarray, tolerance: float) -> TriangleVotes:
+    """Every source triangle matched to the target triangles within ``tolerance`` of its shape, and
+    the similarity each match proposes, with the per-item calls' bits: on stacks where this NumPy
+    rounds them as the per-item calls (:func:`batches_match_single_calls`), else one triangle and
+    one match at a time.
+
+    :param source: ``(N, 2)`` float64 source points, finite.
+    :param target: ``(M, 2)`` float64 target points, finite.
+    :param source_simplices: ``Delaunay(source).simplices`` (at least one triangle).
+    :param target_simplices: ``Delaunay(target).simplices`` (at least one triangle).
+    :param tolerance: the descriptors' largest distance (a finite number, at least zero).
+    :returns: the votes, in the order of the source triangles and, within one, of the tree's answer.
+    """
+    if batches_match_single_calls():
+        shaped = triangle_shapes(source, source_simplices), triangle_shapes(target, target_simplices)
+        return triangle_votes(source, target, shaped[0], shaped[1], tolerance)
+    one_by_one = _shapes_one_by_one(source, source_simplices), _shapes_one_by_one(target, target_simplices)
+    return _votes_one_by_one(source, target, one_by_one[0], one_by_one[1], tolerance)

@@ -14,6 +14,8 @@ module of ``ops``), read by everything that serves it.
   whole-plane steps' result checks, agreements, adapters and inputs (and the planes' input checks).
 - ``_registration_fields``: registration's fields before a backend sees them (finite, varying,
   moved into the transforms' range).
+- ``_landmarks``: the landmarks family's input checks (points, their Delaunay triangles, the
+  tolerance, the spacing), result checks, agreements and inputs.
 
 May import: the contract and the kit's layer (``reference`` included). Dispatch, the devices, the
 faces (``ops``' families declare the rows) and the commands read it.

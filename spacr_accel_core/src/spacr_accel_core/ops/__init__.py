@@ -29,6 +29,8 @@ module of its family:
 - ``_points``: ``attribute_reads``, ``count_within``.
 - ``_levels``: ``percentiles``, ``rescale_fields``, and ``clip_to_percentiles`` and
   ``normalise_to_percentile`` built of them.
+- ``_landmarks``: ``spaced_peaks`` (``peak_local_max``'s spacing of a field's maxima) and
+  ``match_triangles`` (spaCR's triangle consensus, and its answer, ``TriangleMatch``).
 
 The families import the folders below the faces (``operations``, ``dispatch``, ``contract``, the
 kit) and each other, never a face.
@@ -40,6 +42,7 @@ from ..contract._registration import Registration
 from ..dispatch._registry import REGISTRY
 from ..operations._checks import _options
 from ._filters import gaussian_filter, gaussian_laplace, maximum_filter, minimum_filter
+from ._landmarks import TriangleMatch, match_triangles, spaced_peaks
 from ._levels import clip_to_percentiles, normalise_to_percentile, percentiles, rescale_fields
 from ._neighbours import CHUNK, mutual_nearest_neighbours, nearest_neighbours
 from ._peaks import local_maxima, window_maxima
@@ -49,11 +52,11 @@ from ._products import matmul
 from ._registration import phase_correlate
 
 __all__ = [
-    "CHUNK", "Registration", "accelerated_backends", "attribute_reads", "clip_to_percentiles",
-    "count_within", "gaussian_filter", "gaussian_laplace", "local_maxima", "matmul",
-    "maximum_filter", "minimum_filter", "mutual_nearest_neighbours", "nearest_neighbours",
-    "normalise_to_percentile", "percentiles", "phase_correlate", "rescale_fields", "spot_score",
-    "translate", "window_maxima",
+    "CHUNK", "Registration", "TriangleMatch", "accelerated_backends", "attribute_reads",
+    "clip_to_percentiles", "count_within", "gaussian_filter", "gaussian_laplace", "local_maxima",
+    "match_triangles", "matmul", "maximum_filter", "minimum_filter", "mutual_nearest_neighbours",
+    "nearest_neighbours", "normalise_to_percentile", "percentiles", "phase_correlate",
+    "rescale_fields", "spaced_peaks", "spot_score", "translate", "window_maxima",
 ]
 
 

@@ -8,17 +8,15 @@ brightest. Here each step is the registry's: ``gaussian_filter`` (SciPy's bits),
 (``np.percentile``'s bits: its index arithmetic and interpolation on order statistics selected above
 a sampled bound, :func:`~spacr_accel_core.kit._peaks.high_order_statistics`, or the registry's
 ``percentiles``), ``local_maxima`` (the pixels equal to their window's maximum, above the
-floor), and :func:`spacr_accel_core.kit._peaks.spaced_peaks` orders and spaces them as
-``peak_local_max`` does. The ``top`` cut is spaCR's own ``argsort`` on the same values in the same
-order, so even its order among equal values is spaCR's.
+floor), and ``spaced_peaks``, which drops the border, orders and spaces them as ``peak_local_max``
+does. The ``top`` cut is spaCR's own ``argsort`` on the same values in the same order, so even its
+order among equal values is spaCR's.
 
 Left to spaCR before anything is computed: a plane that is not a real ndarray of two dimensions, a
 float32 reading that warns, a value that is not finite or beyond ``1e30`` (where smoothing could
 overflow), and any keyword whose arithmetic is not plain (``sigma`` other than a Python or 64-bit
 number, ``percentile`` other than a Python number in ``[0, 100]``, ``min_distance`` below 1 (where
-scikit-image warns) or above the plane's side, ``top`` that is not an integer). After the fact, only a
-plateau so wide that spacing it would walk more than :data:`~spacr_accel_core.kit._peaks.CROWDED`
-neighbouring pairs.
+scikit-image warns) or above the plane's side, ``top`` that is not an integer).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .. import ops
-from ..kit._peaks import high_order_statistics, spaced_peaks
+from ..kit._peaks import high_order_statistics
 from ..kit._quantiles import lerp, quantile_plan
 from ._outcome import PassThrough, served_by
 
@@ -126,9 +124,7 @@ def nuclear_points(image: Any, *, sigma: Any = 3.0, min_distance: Any = 8, top: 
     threshold = _floor_of(smooth, floor)
     maxima = ops.local_maxima(smooth, 2 * distance + 1, threshold=threshold)
     backend = served_by()
-    peaks = spaced_peaks(maxima, smooth[maxima[:, 0], maxima[:, 1]], plane.shape, distance)
-    if peaks is None:
-        raise PassThrough("a plateau too wide to space here (spaCR's own walk)")
+    peaks = ops.spaced_peaks(smooth, maxima, distance)
     if peaks.shape[0] > top:
         brightest = np.argsort(smooth[peaks[:, 0], peaks[:, 1]])[::-1][:top]
         peaks = peaks[brightest]

@@ -1,16 +1,18 @@
 """How the patch serves ``spacr.ops_merge.align_by_triangles`` (the phenotype phase's triangle
-consensus): every triangle, every match and every similarity at once in arrays, with spaCR's bits,
-or the call left to spaCR.
+consensus): the registry's ``match_triangles``, every triangle, every match and every similarity at
+once in arrays, with spaCR's bits, or the call left to spaCR.
 
 WHY. spaCR describes each Delaunay triangle in a Python loop and fits one similarity per descriptor
 match, a 2 x 2 singular value decomposition each, in another: on the benchmark plate's anchor fields
 (about 100 phenotype nuclei against 2,000 sequencing ones) that is 4,500 triangles and 6,500 fits a
-call, a quarter of a second. The kit (:mod:`spacr_accel_core.kit._triangles`) makes the same calls
-on stacks: SciPy's own ``Delaunay`` and ``cKDTree`` (the matches in the tree's order, as spaCR's
+call, a quarter of a second. ``ops.match_triangles`` is that consensus as an operation of the
+registry: SciPy's own ``Delaunay`` and ``cKDTree`` (the matches in the tree's order, as spaCR's
 per-descriptor queries return them), BLAS's own ``ddot`` and ``gemm`` and LAPACK's own ``gesdd``
-and ``getrf`` per matrix, and pools the votes by spaCR's expressions. That those stacked calls give
-the per-item bits is checked once a process on a fixed probe; where it does not hold, every call
-is spaCR's.
+and ``getrf`` per matrix on stacks, the votes pooled by spaCR's expressions. Here only what spaCR
+does around it: its ``min_votes``, its ``None``, and what it raises. That the stacked calls give
+the per-item bits is checked once a process on a fixed probe; where it does not hold, the
+operation would make the per-item calls one at a time, no faster than spaCR, so every call is
+spaCR's.
 
 WHAT IS LEFT TO spaCR, decided before anything is computed: arguments its signature does not take;
 points that are not a plain ndarray, list or tuple of real numbers read as ``(N, 2)`` rows (its
@@ -34,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from ..kit._triangles import batches_match_single_calls, pooled_transform, triangle_shapes, triangle_votes
+from .. import ops
+from ..kit._triangles import batches_match_single_calls
 from ._errstate import underflow_ignored
-from ._outcome import PassThrough, finite_extent
+from ._outcome import PassThrough, finite_extent, served_by
 
 __all__ = ["LARGEST", "align_by_triangles"]
 
@@ -46,9 +49,6 @@ LARGEST = 1e60
 
 _HELPERS = ("triangle_descriptors", "_similarity_from_pairs")
 """spaCR's functions that its ``align_by_triangles`` looks up in its module at each call."""
-
-_NO_SHAPES = (np.empty((0, 2)), np.empty((0, 3), dtype=np.int32))
-"""What a point set of fewer than three points is described by: no triangle."""
 
 
 def _points(value: Any, name: str) -> np.ndarray:
@@ -98,15 +98,16 @@ def _spacrs_helpers(original: Callable[..., Any]) -> None:
 
 def align_by_triangles(source: Any, target: Any, *args: Any, original: Callable[..., Any],
                        **options: Any) -> tuple[Any, str]:
-    """``spacr.ops_merge.align_by_triangles``: spaCR's triangle consensus computed on stacks by the
-    kit (see the module), with spaCR's bits; its defaults are read from spaCR's own function.
+    """``spacr.ops_merge.align_by_triangles``: spaCR's triangle consensus by the registry's
+    ``match_triangles`` (see the module), with spaCR's bits; its defaults are read from spaCR's own
+    function.
 
     :param source: ``(N, 2)`` points in the frame to be moved.
     :param target: ``(M, 2)`` points in the frame to move to.
     :param args: anything else given by position (spaCR's keywords are keyword-only: refused there).
     :param original: spaCR's own function.
     :param options: ``tolerance`` and ``min_votes``.
-    :returns: spaCR's answer, ``(scale, rotation, translation)`` or None, and ``"core"``.
+    :returns: spaCR's answer, ``(scale, rotation, translation)`` or None, and the backend that served it.
     :raises PassThrough: where only spaCR's own function gives its answer (see the module).
     """
     try:
@@ -124,22 +125,16 @@ def align_by_triangles(source: Any, target: Any, *args: Any, original: Callable[
         raise PassThrough(f"min_votes={min_votes!r} (the patch serves a real number)")
     if not batches_match_single_calls():
         raise PassThrough("this NumPy's stacked calls round otherwise than its per-item calls")
-    shapes = []
-    for points in (src, dst):
-        if points.shape[0] < 3:
-            shapes.append(_NO_SHAPES)
-            continue
-        try:
-            shapes.append(triangle_shapes(points))
-        except Exception:  # Qhull's refusal (or any other) is raised by spaCR's own call, as it words it
-            raise PassThrough("a point set Qhull does not triangulate") from None
-    if shapes[0][0].shape[0] == 0 or shapes[1][0].shape[0] == 0:
-        return None, "core"
-    votes = triangle_votes(src, dst, shapes[0], shapes[1], tolerance)
-    count = int(votes.scales.shape[0])
+    try:
+        match = ops.match_triangles(src, dst, tolerance=tolerance)
+    except ValueError:  # Qhull's refusal is raised by spaCR's own call, as it words it
+        raise PassThrough("a point set Qhull does not triangulate") from None
+    backend = served_by()
+    if src.shape[0] < 3 or dst.shape[0] < 3:  # a side with no triangle: spaCR's None, whatever min_votes
+        return None, backend
     needed: Any = min_votes  # compared as spaCR compares it, whatever real type it is
-    if count < needed:
-        return None, "core"
-    if count == 0:
+    if match.votes < needed:
+        return None, backend
+    if match.votes == 0:
         raise PassThrough("no vote, and a min_votes that lets spaCR pool none")
-    return pooled_transform(votes), "core"
+    return (match.scale, match.rotation, match.translation), backend

@@ -46,6 +46,14 @@ THE DEFINITIONS.
 - The minimum and maximum filters: the extreme of every ``size`` x ``size`` window, the field
   continued beyond its border by the mode (``"nearest"`` repeats the edge pixel, ``"reflect"``
   mirrors the field with the edge pixel repeated), a window holding a NaN is NaN, a zero is ``+0.0``.
+- Spaced peaks (scikit-image's ``peak_local_max`` after its maxima): the points at least
+  ``min_distance`` from every edge, ranked by their float32 value, brightest first (equal values in
+  the order given), each kept unless a point kept before it lies nearer than ``min_distance`` in
+  both rows and columns.
+- A triangle consensus (spaCR's ``align_by_triangles`` before its ``min_votes``): each Delaunay
+  triangle described by its two shorter sides over its longest, each source triangle matched to the
+  target triangles within ``tolerance`` by SciPy's ball query, each match's similarity fitted by
+  spaCR's closed form, the votes pooled by their medians.
 
 THE PACKAGE BY FAMILY. This module is the public face; each family's references live beside it, one
 definition per operation:
@@ -59,6 +67,8 @@ definition per operation:
 - ``_registration``: the phase correlation of one pair, and of a stack as the operation answers it.
 - ``_planes``: the translation, pixel by pixel, and the spot score.
 - ``_levels``: per-field percentiles, and the divide and clip of each field.
+- ``_landmarks``: peaks spaced as ``peak_local_max`` spaces them, and spaCR's triangle consensus,
+  one triangle and one match at a time.
 
 May import: the contract and the kit (the references stand at the kit's layer, below the operation
 table that names them). Never a backend, the operation table, dispatch or a face.
@@ -67,6 +77,7 @@ table that names them). Never a backend, the operation table, dispatch or a face
 from __future__ import annotations
 
 from ._filters import gaussian_filter, gaussian_laplace, maximum_filter, minimum_filter
+from ._landmarks import match_triangles, spaced_peaks
 from ._levels import percentiles, rescale_fields
 from ._neighbours import METRICS as METRICS  # public, not one of the documented functions
 from ._neighbours import hamming_nearest, k_nearest, mutual_nearest, nearest_neighbours
@@ -84,6 +95,7 @@ __all__ = [
     "hamming_nearest",
     "k_nearest",
     "local_maxima",
+    "match_triangles",
     "matmul",
     "maximum_filter",
     "minimum_filter",
@@ -93,6 +105,7 @@ __all__ = [
     "phase_correlate",
     "phase_correlation",
     "rescale_fields",
+    "spaced_peaks",
     "spot_score",
     "translate",
     "window_maxima",
