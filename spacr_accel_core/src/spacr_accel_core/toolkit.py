@@ -3,12 +3,15 @@ third party's.
 
 - Errors: :func:`describe` and :func:`first_line` turn a driver's paragraph into the one line
   that names the cause (for a decline's reason and the doctor); the contract's exceptions;
-  :func:`call_translated`, a primitive's call with the library's errors in the contract's words.
+  :func:`translated_errors`, a ``with`` block whose errors are put in the contract's words, and
+  :func:`call_translated`, one primitive's call inside it.
 - Precision: :class:`PrecisionWindow`, the reference-counted window in which a library's matrix
   products are IEEE float32 whatever a training script in the same process asked for (TF32).
-- Tiling: :func:`pass_budget`, :func:`tiled`, :func:`run_parts`, :func:`cpu_threads`,
+- Tiling: :func:`pass_budget`, :func:`tiles` (a loop of :class:`Tile`), :func:`tiled`,
+  :func:`cpu_pool`, :func:`settled`, :func:`run_parts`, :func:`cpu_threads`,
   :data:`HOST_PASS_BYTES`: how much one pass may hold, retried smaller on out-of-memory, and one
-  CPU thread pool shared by the CPU backends.
+  CPU thread pool shared by the CPU backends (an executor a backend maps its own function over,
+  or :func:`run_parts`, handed the function).
 - Exact arithmetic (also in :mod:`spacr_accel_core.exact`): :func:`exact_squared`, :func:`distances`,
   :func:`pick_lowest`, :func:`pick_lowest_dense`, :func:`distinct_rows`, :func:`expansion_plan`,
   :func:`integer_matmul`, :data:`EXACT_IN_FLOAT32` (the distance every backend's verdict uses).
@@ -30,8 +33,9 @@ third party's.
 - Registration's transforms: :func:`real_spectrum` and :func:`real_surface`, float64 ``rfft2``
   and ``irfft2`` one axis at a time, the order in which SciPy's pocketfft splits every pass
   between threads (needs SciPy); :func:`reference_runs`, a stack's pairs cut into runs per thread
-  grouped by their reference field (transformed once a run), and :func:`correlate_by_reference`,
-  which walks them given one pair's computation.
+  grouped by their reference field (transformed once a run), :func:`correlation_runs`, a call's
+  runs and the threads each transform may use (a lone pair split between them), and
+  :func:`correlate_by_reference`, which walks them given one pair's computation.
 - Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
   (how the core hands ``local_maxima``'s threshold to a plugin).
 - Landmarks: :func:`spaced_peaks`, ``peak_local_max``'s border, order and spacing walk, in bounded
@@ -77,9 +81,9 @@ from .kit._peaks import spaced_peaks
 from .kit._points import Neighbourhoods, attribute_by_tree, decide_attribution, neighbourhoods, padded_reach
 from .kit._precision import PrecisionWindow
 from .kit._separable import Pass, gaussian_passes, laplace_terms, source_index
-from .kit._spectra import correlate_by_reference, real_spectrum, real_surface, reference_runs
-from .kit._tiling import HOST_PASS_BYTES, cpu_threads, pass_budget, run_parts, tiled
-from .kit._translate import call_translated
+from .kit._spectra import correlate_by_reference, correlation_runs, real_spectrum, real_surface, reference_runs
+from .kit._tiling import HOST_PASS_BYTES, Tile, cpu_pool, cpu_threads, pass_budget, run_parts, settled, tiled, tiles
+from .kit._translate import call_translated, translated_errors
 from .kit._triangles import triangle_matches
 from .operations._checks import threshold_below
 
@@ -97,11 +101,14 @@ __all__ = [
     "Neighbourhoods",
     "Pass",
     "PrecisionWindow",
+    "Tile",
     "attribute_by_tree",
     "call_bounded",
     "call_translated",
     "canonical_vendor",
     "correlate_by_reference",
+    "correlation_runs",
+    "cpu_pool",
     "cpu_threads",
     "decide_attribution",
     "describe",
@@ -135,9 +142,12 @@ __all__ = [
     "run_parts",
     "search_distinct",
     "setting_value",
+    "settled",
     "source_index",
     "spaced_peaks",
     "threshold_below",
     "tiled",
+    "tiles",
+    "translated_errors",
     "triangle_matches",
 ]

@@ -11,17 +11,23 @@ passes, split between the threads by rows (:func:`normalise_rows`); the surface'
 absolute mean come from one vectorised compiled pass of row maxima and row sums
 (:func:`row_statistics`). A reference field shared by several pairs (every cycle registered to one
 reference cycle) is transformed once: the core passes each distinct reference once, and the pairs
-are walked grouped by it (``toolkit.correlate_by_reference``).
+are walked grouped by it (``toolkit.correlation_runs``).
+
+The walk and the bands are this module's own: its runs and its compiled loops are handed to the
+kit's pool (``toolkit.cpu_pool``) from here, so a field goes from here into the kit's transforms and
+comes back as their answer, never as a call back into this module.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
+from typing import Any
 
 import numba
 import numpy as np
 
-from spacr_accel_core.toolkit import correlate_by_reference, real_spectrum, real_surface, run_parts
+from spacr_accel_core.toolkit import correlation_runs, cpu_pool, real_spectrum, real_surface, settled
 
 from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
 
@@ -75,12 +81,26 @@ def _bands(rows: int, threads: int) -> list[tuple[int, int]]:
     return [(int(edges[i]), int(edges[i + 1])) for i in range(threads) if edges[i + 1] > edges[i]]
 
 
+def _on_bands(loop: Any, parts: list[tuple[Any, ...]]) -> None:
+    """``loop(*part)`` for every part (a band of rows): the first in the calling thread, the others
+    on the kit's pool (one after another in a thread of that pool). The loops are compiled and
+    ``nogil``: they read no context."""
+    pool = cpu_pool() if len(parts) > 1 else None
+    if pool is None:
+        for part in parts:
+            loop(*part)
+        return
+    futures = [pool.submit(loop, *part) for part in parts[1:]]
+    with settled(futures):
+        loop(*parts[0])
+
+
 def _one(reference: np.ndarray, second: np.ndarray, threads: int) -> tuple[int, float]:
     """One pair's peak and ratio from its reference's spectrum, every pass split by rows between
     ``threads``."""
     product = real_spectrum(second, threads)
     bands = _bands(product.shape[0], threads)
-    run_parts(normalise_rows, [(reference, product, start, stop) for start, stop in bands])
+    _on_bands(normalise_rows, [(reference, product, start, stop) for start, stop in bands])
     product[0, 0] = 0
     return _peak(real_surface(product, second.shape[1], threads), threads)
 
@@ -90,23 +110,51 @@ def _peak(surface: np.ndarray, threads: int) -> tuple[int, float]:
     pass of row maxima and row sums (NumPy's argmax and ``abs().mean()`` are three passes)."""
     height, width = surface.shape
     maxima, sums = np.empty(height), np.empty(height)
-    run_parts(row_statistics, [(surface, start, stop, maxima, sums)
-                               for start, stop in _bands(height, threads)])
+    _on_bands(row_statistics, [(surface, start, stop, maxima, sums) for start, stop in _bands(height, threads)])
     row = int(np.argmax(maxima))
     peak = row * width + int(np.argmax(surface[row]))
     mean = float(sums.sum()) / surface.size
     return peak, (float(surface.flat[peak]) / mean if mean > 0 else 0.0)
 
 
+def _walk(first: np.ndarray, second: np.ndarray, pairing: np.ndarray, numbers: np.ndarray, workers: int,
+          peaks: np.ndarray, ratios: np.ndarray) -> None:
+    """The pairs ``numbers`` (grouped by reference), each one's peak and ratio written into ``peaks``
+    and ``ratios``: a reference's spectrum computed once and held only while its pairs last, every
+    pass on ``workers`` threads."""
+    held, reference = -1, np.empty(0, dtype=np.complex128)
+    for number in numbers:
+        if pairing[number] != held:  # pairs come grouped by reference: the last spectrum only
+            held = int(pairing[number])
+            reference = real_spectrum(first[held], workers)
+        peaks[number], ratios[number] = _one(reference, second[number], workers)
+
+
 def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair's surface peak (flat index) and peak-to-mean ratio.
+    """Each pair's surface peak (flat index) and peak-to-mean ratio: the runs of
+    ``toolkit.correlation_runs``, the first walked in the calling thread and the others on the
+    kit's pool (one after another in a thread of that pool).
 
     :param first: ``(K, H, W)`` finite float32 or float64 reference fields.
     :param second: ``(B, H, W)``, the same dtype.
     :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
-    return correlate_by_reference(first, second, pairing, _one)
+    count = second.shape[0]
+    peaks = np.empty(count, dtype=np.int64)
+    ratios = np.empty(count, dtype=np.float64)
+    runs = correlation_runs(pairing, second[0].size)
+    pool = cpu_pool() if len(runs) > 1 else None
+    if pool is None:
+        for numbers, workers in runs:
+            _walk(first, second, pairing, numbers, workers, peaks, ratios)
+        return peaks, ratios
+    # one copy of the context per run: a context may not be entered by two threads at once
+    futures = [pool.submit(contextvars.copy_context().run, _walk, first, second, pairing, numbers, workers,
+                           peaks, ratios) for numbers, workers in runs[1:]]
+    with settled(futures):
+        _walk(first, second, pairing, *runs[0], peaks, ratios)
+    return peaks, ratios
 
 
 def warm_correlate() -> object:

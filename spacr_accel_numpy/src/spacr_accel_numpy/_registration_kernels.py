@@ -10,16 +10,22 @@ component by component. A stack of pairs is shared between the threads in runs o
 each pair's transforms single-threaded: whole pairs per thread scale better than rows of one
 transform. A reference field shared by several pairs is transformed once: the core passes each
 distinct reference field once with each pair's index into them, and a run walks its pairs grouped
-by their reference (``toolkit.correlate_by_reference``).
+by their reference (``toolkit.correlation_runs``).
+
+The walk is this module's own (:func:`_walk`), its runs handed to the kit's pool
+(``toolkit.cpu_pool``) by this module: a field goes from here into the kit's transforms and comes
+back as their answer, never as a call back into this module.
 
 Imported by :func:`._registration.spacr_accel_phase_correlate` at its first call.
 """
 
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
-from spacr_accel_core.toolkit import correlate_by_reference, real_spectrum, real_surface
+from spacr_accel_core.toolkit import correlation_runs, cpu_pool, real_spectrum, real_surface, settled
 
 
 def normalise(first: np.ndarray, product: np.ndarray) -> None:
@@ -53,18 +59,44 @@ def surface_peak(surface: np.ndarray) -> tuple[int, float]:
     return peak, (value / mean if mean > 0 else 0.0)
 
 
-def _pair(reference: np.ndarray, field: np.ndarray, workers: int) -> tuple[int, float]:
-    product = real_spectrum(field, workers)
-    normalise(reference, product)
-    return surface_peak(real_surface(product, field.shape[-1], workers))
+def _walk(first: np.ndarray, second: np.ndarray, pairing: np.ndarray, numbers: np.ndarray, workers: int,
+          peaks: np.ndarray, ratios: np.ndarray) -> None:
+    """The pairs ``numbers`` (grouped by reference), each one's peak and ratio written into ``peaks``
+    and ``ratios``: a reference's spectrum computed once and held only while its pairs last, every
+    transform on ``workers`` threads."""
+    held, reference = -1, np.empty(0, dtype=np.complex128)
+    for number in numbers:
+        if pairing[number] != held:  # pairs come grouped by reference: the last spectrum only
+            held = int(pairing[number])
+            reference = real_spectrum(first[held], workers)
+        field = second[number]
+        product = real_spectrum(field, workers)
+        normalise(reference, product)
+        peaks[number], ratios[number] = surface_peak(real_surface(product, field.shape[-1], workers))
 
 
 def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair's surface peak (flat index) and peak-to-mean ratio, in float64.
+    """Each pair's surface peak (flat index) and peak-to-mean ratio, in float64: the runs of
+    ``toolkit.correlation_runs``, the first walked in the calling thread and the others on the
+    kit's pool (one after another in a thread of that pool).
 
     :param first: ``(K, H, W)`` finite float32 or float64 reference fields.
     :param second: ``(B, H, W)``, the same dtype.
     :param pairing: int64 ``(B,)``: pair ``i`` is ``first[pairing[i]]`` and ``second[i]``.
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
-    return correlate_by_reference(first, second, pairing, _pair)
+    count = second.shape[0]
+    peaks = np.empty(count, dtype=np.int64)
+    ratios = np.empty(count, dtype=np.float64)
+    runs = correlation_runs(pairing, second[0].size)
+    pool = cpu_pool() if len(runs) > 1 else None
+    if pool is None:
+        for numbers, workers in runs:
+            _walk(first, second, pairing, numbers, workers, peaks, ratios)
+        return peaks, ratios
+    # one copy of the context per run: a context may not be entered by two threads at once
+    futures = [pool.submit(contextvars.copy_context().run, _walk, first, second, pairing, numbers, workers,
+                           peaks, ratios) for numbers, workers in runs[1:]]
+    with settled(futures):
+        _walk(first, second, pairing, *runs[0], peaks, ratios)
+    return peaks, ratios

@@ -7,15 +7,22 @@ the real inverse along the rows) took 25 ms on one thread and 12 ms on two, to w
 the same surface. The forward transform is spelled the same way for symmetry and so that its
 column pass runs in place on the row pass's output (one allocation, not two). Both are pocketfft
 in float64, as spaCR's NumPy path and the NumPy floor compute.
+
+WHY PIECES, NOT A WALK. A CPU backend walks a call's pairs itself, in its own module: the runs
+(:func:`correlation_runs`) on the kit's pool (:func:`~._tiling.cpu_pool`), each pair on the
+transforms here. So a field goes down from the backend into the kit and stops there, never back
+up into the backend by a callback; :func:`correlate_by_reference` is the same walk for a backend
+that hands over its pair's arithmetic instead.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 
 import numpy as np
 
-from ._tiling import cpu_threads, run_parts
+from ._tiling import cpu_pool, cpu_threads, settled
 
 
 def real_spectrum(field: np.ndarray, workers: int) -> np.ndarray:
@@ -68,13 +75,31 @@ def reference_runs(pairing: np.ndarray, runs: int) -> list[np.ndarray]:
     return [run for run in np.array_split(order, max(1, min(runs, order.size))) if run.size]
 
 
+def correlation_runs(pairing: np.ndarray, pixels: int) -> list[tuple[np.ndarray, int]]:
+    """How a ``phase_correlate`` call's pairs are shared out on the CPU: whole pairs per thread, in
+    runs grouped by reference field (:func:`reference_runs`), each pair's passes on one thread; a
+    lone pair (or one thread) is one run whose passes are split between all the threads instead,
+    when its field holds at least :data:`SPLIT_PIXELS` pixels (one thread below).
+
+    :param pairing: the hook's int64 ``(B,)`` index of each pair's reference.
+    :param pixels: one field's pixels (``H * W``).
+    :returns: ``[(numbers, workers), ...]``: each run's pair numbers in order of their reference,
+        and the threads each of its transforms may use; together every pair once. The first run is
+        the calling thread's, the others are for :func:`~._tiling.cpu_pool`.
+    """
+    threads = cpu_threads()
+    if pairing.shape[0] == 1 or threads == 1:
+        # a lone pair: every pass split between the threads, where the field is big enough to pay
+        return [(np.argsort(pairing, kind="stable"), threads if pixels >= SPLIT_PIXELS else 1)]
+    return [(run, 1) for run in reference_runs(pairing, threads)]
+
+
 def correlate_by_reference(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
                            pair: Callable[[np.ndarray, np.ndarray, int], tuple[int, float]]
                            ) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair of a ``phase_correlate`` call on the CPU: whole pairs per thread, in runs grouped
-    by reference field (:func:`reference_runs`), each reference's spectrum computed once a run and
-    held only while its pairs last; a lone pair (or one thread) has every pass split between all
-    the threads instead, when its field holds at least :data:`SPLIT_PIXELS` pixels (one thread below).
+    """Every pair of a ``phase_correlate`` call on the CPU, given one pair's arithmetic: the runs of
+    :func:`correlation_runs`, the first in the calling thread and the others on the kit's pool, each
+    reference's spectrum computed once a run and held only while its pairs last.
 
     :param first: the hook's ``(K, H, W)`` reference fields.
     :param second: its ``(B, H, W)`` fields.
@@ -95,10 +120,14 @@ def correlate_by_reference(first: np.ndarray, second: np.ndarray, pairing: np.nd
                 reference = real_spectrum(first[held], workers)
             peaks[number], ratios[number] = pair(reference, second[number], workers)
 
-    threads = cpu_threads()
-    if count == 1 or threads == 1:
-        # a lone pair: every pass split between the threads, where the field is big enough to pay
-        walk(np.argsort(pairing, kind="stable"), threads if second[0].size >= SPLIT_PIXELS else 1)
-    else:
-        run_parts(walk, [(run, 1) for run in reference_runs(pairing, threads)])
+    runs = correlation_runs(pairing, second[0].size)
+    pool = cpu_pool() if len(runs) > 1 else None
+    if pool is None:
+        for numbers, workers in runs:
+            walk(numbers, workers)
+        return peaks, ratios
+    # one copy of the context per run: a context may not be entered by two threads at once
+    futures = [pool.submit(contextvars.copy_context().run, walk, numbers, workers) for numbers, workers in runs[1:]]
+    with settled(futures):
+        walk(*runs[0])
     return peaks, ratios

@@ -21,12 +21,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..contract._errors import BackendOutOfMemory, describe
 
-__all__ = ["HOST_PASS_BYTES", "cpu_threads", "pass_budget", "pool_width", "run_parts", "tiled"]
+if TYPE_CHECKING:
+    from concurrent.futures import Executor, Future
+
+__all__ = ["HOST_PASS_BYTES", "Tile", "cpu_pool", "cpu_threads", "pass_budget", "pool_width", "run_parts",
+           "settled", "tiled", "tiles"]
 
 _T = TypeVar("_T")
 
@@ -135,15 +140,63 @@ if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
+def cpu_pool() -> Executor | None:
+    """The process-wide pool of :func:`cpu_threads` threads the CPU backends share (for work that
+    releases the GIL: NumPy's loops, numba's ``nogil`` kernels), or ``None`` in one of its own
+    threads: there a backend runs its parts one after another, since parts queued behind the pool's
+    own busy threads could wait for ever.
+
+    WHY AN EXECUTOR, NOT A CALLBACK. A backend maps its own function over the pool
+    (``pool.submit``), runs its first part itself and waits in :func:`settled`: the data it hands
+    over goes from its module to its module, and a reader following an argument never comes back up
+    out of the kit into the backend (which :func:`run_parts`, handed the backend's function, does).
+
+    Each ``submit`` may wrap the work in ``contextvars.copy_context().run`` so that the part sees
+    what the call does (a ``config.override`` in force, where the part dispatches an operation).
+
+    One pool for every CPU backend, created on first use and rebuilt in a forked child.
+    """
+    global _pool  # noqa: PLW0603  # one lazily created pool per process, shared by all calls
+    if getattr(_in_pool, "inside", False):
+        return None
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor  # only where a call runs in parts
+
+                _pool = ThreadPoolExecutor(max_workers=cpu_threads(), thread_name_prefix="spacr-accel-cpu",
+                                           initializer=_mark_pool_thread)
+    pool: Executor = _pool
+    return pool
+
+
+@contextmanager
+def settled(futures: Iterable[Future[Any]]) -> Iterator[None]:
+    """The body runs (a backend's first part, in the calling thread) while ``futures`` (the parts it
+    handed to :func:`cpu_pool`) run; on leaving, every one of them has finished: they write into
+    shared output, which the caller may not read, nor free, before they are done.
+
+    :raises: the body's exception if it raised; else the first exception a part raised, in the
+        order of ``futures``.
+    """
+    waiting = list(futures)
+    try:
+        yield
+    finally:
+        problems = [future.exception() for future in waiting]  # wait for all, whatever happened
+    for problem in problems:
+        if problem is not None:
+            raise problem
+
+
 def run_parts(work: Callable[..., _T], parts: Sequence[tuple[Any, ...]]) -> list[_T]:
     """``[work(*part) for part in parts]``, the first in the calling thread and the others side by
-    side in one process-wide pool of :func:`cpu_threads` threads (for work that releases the GIL:
-    NumPy's loops, numba's ``nogil`` kernels).
+    side in :func:`cpu_pool`: the same as a backend submitting its own parts and waiting in
+    :func:`settled`, for work that has no reason to keep its arithmetic in its own module.
 
-    One pool for every CPU backend, created on first use and rebuilt in a forked child. ``work``
-    may itself call :func:`run_parts` (an operation whose checks read a stack in bands, called from
-    a part): in a pool thread the nested call runs its parts one after another in that thread, since
-    queued behind the pool's own busy threads they could wait for ever.
+    ``work`` may itself call :func:`run_parts` (an operation whose checks read a stack in bands,
+    called from a part): in a pool thread the nested call runs its parts one after another in that
+    thread, since queued behind the pool's own busy threads they could wait for ever.
 
     Each part runs in a copy of the caller's :mod:`contextvars` context, so a part sees what the
     call does: a ``config.override`` in force (a part that calls an operation dispatches as its
@@ -152,25 +205,13 @@ def run_parts(work: Callable[..., _T], parts: Sequence[tuple[Any, ...]]) -> list
     :returns: the results in the order of ``parts``; the first exception raised, after every
         part has finished.
     """
-    global _pool  # noqa: PLW0603  # one lazily created pool per process, shared by all calls
-    if len(parts) <= 1 or getattr(_in_pool, "inside", False):
+    pool = cpu_pool() if len(parts) > 1 else None
+    if pool is None:
         return [work(*part) for part in parts]
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                from concurrent.futures import ThreadPoolExecutor  # only where a call runs in parts
-
-                _pool = ThreadPoolExecutor(max_workers=cpu_threads(), thread_name_prefix="spacr-accel-cpu",
-                                           initializer=_mark_pool_thread)
     # one copy per part: a context may not be entered by two threads at once
-    futures = [_pool.submit(contextvars.copy_context().run, work, *part) for part in parts[1:]]
-    try:
+    futures = [pool.submit(contextvars.copy_context().run, work, *part) for part in parts[1:]]
+    with settled(futures):
         first = work(*parts[0])
-    finally:
-        rest = [future.exception() for future in futures]  # wait for all: they write into shared output
-    for problem in rest:
-        if problem is not None:
-            raise problem
     return [first, *(future.result() for future in futures)]
 
 
@@ -203,10 +244,32 @@ def pass_budget(free: int | None, *, override: str | None, host: int,
     return int(max(1 << 20, min(cap, free * fraction)))
 
 
-def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *,
-          is_out_of_memory: Callable[[BaseException], bool], release: Callable[[], None],
-          label: str) -> None:
-    """Run ``step(start, stop)`` over ``range(total)`` in tiles, halving a tile that runs out of memory.
+class Tile:
+    """One tile of :func:`tiles`: items ``start`` to ``stop``; its work runs inside ``with tile:``,
+    which keeps an out-of-memory error for the retry (its reason only: the failed tile's arrays,
+    held by the traceback, go with it) and lets any other error through."""
+
+    __slots__ = ("_is_out_of_memory", "failed", "start", "stop")
+
+    def __init__(self, start: int, stop: int, is_out_of_memory: Callable[[BaseException], bool]) -> None:
+        self.start, self.stop = start, stop
+        self._is_out_of_memory = is_out_of_memory
+        self.failed: str | None = None
+        """Why the tile's work ran out of memory, or ``None``."""
+
+    def __enter__(self) -> Tile:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, trace: object) -> bool:
+        if not isinstance(exc, Exception) or not self._is_out_of_memory(exc):
+            return False
+        self.failed = describe(exc)
+        return True
+
+
+def tiles(total: int, tile: int, floor: int, *, is_out_of_memory: Callable[[BaseException], bool],
+          release: Callable[[], None], label: str) -> Iterator[Tile]:
+    """The tiles over ``range(total)``, a tile whose work ran out of memory given again at half its size.
 
     WHY. A card is often shared, so the room a primitive measured at its start may be gone half-way
     through a plate. The retry resumes at the tile that failed, so work already done is kept: a
@@ -214,6 +277,45 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *
     up with :class:`~spacr_accel_core.BackendOutOfMemory`, which the dispatcher reads as "try the
     next backend". Any error that is not out-of-memory propagates unchanged (a bug is not a busy
     card).
+
+    WHY A LOOP, NOT A CALLBACK. The backend drives the loop and calls its own function for each tile
+    (``for tile in tiles(...): with tile: step(tile.start, tile.stop)``): its data never passes
+    through the kit, and the arrays of a failed tile die with ``step``'s frame before the retry
+    (:func:`tiled` is the same loop for a backend that hands its step over).
+
+    :param total: items to cover.
+    :param tile: items per tile to start with (at least 1 is used).
+    :param floor: the smallest tile worth trying; a failure at or below it gives up.
+    :param is_out_of_memory: whether an exception the tile's work raised means "out of memory" (the
+        library's own class or words: CuPy raises a MemoryError, torch a RuntimeError).
+    :param release: hands cached blocks back to the driver; called before every retry, after the
+        failed tile's ``with`` block has let its exception go.
+    :param label: who is running what, for the message, e.g. ``"cupy nearest_neighbours"``.
+    :raises BackendOutOfMemory: a tile of ``floor`` items (or fewer) still did not fit.
+    """
+    tile = max(1, tile)
+    floor = max(1, min(floor, tile))
+    start = 0
+    while start < total:
+        stop = min(total, start + tile)
+        attempt = Tile(start, stop, is_out_of_memory)
+        yield attempt
+        if attempt.failed is None:
+            start = stop
+            continue
+        release()
+        if stop - start <= floor:
+            raise BackendOutOfMemory(
+                f"{label}: out of memory even for {stop - start} item(s) per pass (the floor): {attempt.failed}"
+            )
+        tile = max(floor, (stop - start) // 2)
+
+
+def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *,
+          is_out_of_memory: Callable[[BaseException], bool], release: Callable[[], None],
+          label: str) -> None:
+    """Run ``step(start, stop)`` over ``range(total)`` in tiles, halving a tile that runs out of
+    memory: the loop of :func:`tiles`, for a backend that hands its step over.
 
     :param total: items to cover.
     :param tile: items per tile to start with (at least 1 is used).
@@ -226,23 +328,6 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], *
     :param label: who is running what, for the message, e.g. ``"cupy nearest_neighbours"``.
     :raises BackendOutOfMemory: a tile of ``floor`` items (or fewer) still did not fit.
     """
-    tile = max(1, tile)
-    floor = max(1, min(floor, tile))
-    start = 0
-    while start < total:
-        stop = min(total, start + tile)
-        try:
-            step(start, stop)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            reason = describe(exc)
-        else:
-            start = stop
-            continue
-        release()
-        if stop - start <= floor:
-            raise BackendOutOfMemory(
-                f"{label}: out of memory even for {stop - start} item(s) per pass (the floor): {reason}"
-            )
-        tile = max(floor, (stop - start) // 2)
+    for part in tiles(total, tile, floor, is_out_of_memory=is_out_of_memory, release=release, label=label):
+        with part:
+            step(part.start, part.stop)

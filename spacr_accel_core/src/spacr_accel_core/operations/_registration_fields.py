@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract._registration import repeats_read_once
-from ..kit._tiling import cpu_threads, run_parts
+from ..kit._tiling import cpu_pool, cpu_threads, settled
 
 _IN_RANGE = 2.0 ** 256
 """A field whose largest magnitude lies within ``[2**-256, 2**256]`` is transformed as it is: its
@@ -65,13 +65,24 @@ def field_ranges(seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     thread and 24 ms on two, of a registration whose transforms take about 1.8 s. A NaN anywhere
     reaches both (NumPy's ``minimum`` and ``maximum`` propagate it).
 
+    The bands are handed to the kit's pool from here (the first read in the calling thread), so the
+    fields never go into the kit and back.
+
     :param seen: ``(..., H, W)`` with non-empty fields.
     :returns: two arrays of the leading shape.
     """
     height = seen.shape[-2]
     parts = min(height, cpu_threads()) if seen.size >= _SPLIT_PIXELS else 1
     edges = np.linspace(0, height, parts + 1).astype(int)
-    ranges = run_parts(_band_range, [(seen, slice(int(edges[i]), int(edges[i + 1]))) for i in range(parts)])
+    bands = [slice(int(edges[i]), int(edges[i + 1])) for i in range(parts)]
+    pool = cpu_pool() if parts > 1 else None
+    if pool is None:
+        ranges = [_band_range(seen, rows) for rows in bands]
+    else:
+        futures = [pool.submit(_band_range, seen, rows) for rows in bands[1:]]
+        with settled(futures):
+            first = _band_range(seen, bands[0])
+        ranges = [first, *(future.result() for future in futures)]
     return np.minimum.reduce([band[0] for band in ranges]), np.maximum.reduce([band[1] for band in ranges])
 
 
