@@ -2,7 +2,9 @@
 device.
 
 The torch code lives in :mod:`._registration_kernels`, imported by the hook at its first call: the
-plugin imports this module, and its import stays as cheap as the hook alone.
+plugin imports this module, and its import stays as cheap as the hook alone. The hook calls it
+inside :func:`._on_device.on_device` (the device, its errors translated): the fields go from here
+to the kernels, never through another module and back.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import numpy as np
 
 from spacr_accel_core import hookimpl
 
-from ._on_device import run
+from ._on_device import on_device
 
 
 @hookimpl
@@ -19,4 +21,5 @@ def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
                                 pairing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     from ._registration_kernels import phase_correlate
 
-    return run("phase_correlate", phase_correlate, first, second, pairing)
+    with on_device("phase_correlate") as device:
+        return phase_correlate(first, second, pairing, device)

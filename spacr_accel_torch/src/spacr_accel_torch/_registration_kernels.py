@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._runtime import Device, budget, tensor, tiled
+from ._runtime import Device, budget, tensor, tiles
 
 if TYPE_CHECKING:
     import torch
@@ -66,9 +66,27 @@ def _on_host(fields: np.ndarray, host: type[np.float32] | None) -> np.ndarray:
     return sent
 
 
+def _batch(first: np.ndarray, second: np.ndarray, pairing: np.ndarray, start: int, stop: int, device: Device,
+           host: type[np.float32] | None, peaks: np.ndarray, ratios: np.ndarray) -> None:
+    """Pairs ``start:stop`` on the device, their peaks and ratios written into ``peaks`` and
+    ``ratios``: each distinct reference field of the batch sent once. Its tensors die with its frame,
+    so a batch that ran out of memory holds nothing when the cache is released for the retry."""
+    import torch
+
+    dtype = torch.float64 if device.float64 else torch.float32
+    chosen, index = np.unique(pairing[start:stop], return_inverse=True)
+    a = tensor(_on_host(first[chosen], host), device.torch).to(dtype)
+    b = tensor(_on_host(second[start:stop], host), device.torch).to(dtype)
+    where, ratio = _surfaces(a, b, tensor(index.reshape(-1), device.torch))
+    peaks[start:stop] = where.cpu().numpy()
+    ratios[start:stop] = ratio.to(torch.float64).cpu().numpy()
+
+
 def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
                     device: Device) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair's surface peak and ratio; the pairs in batches sized to the device's free memory.
+    """Each pair's surface peak and ratio; the pairs in batches sized to the device's free memory,
+    a batch that runs out of memory retried at half its size (the loop this function drives, each
+    batch by :func:`_batch`).
 
     :param first: ``(K, H, W)`` finite float32 or float64 reference fields.
     :param second: ``(B, H, W)``, the same dtype.
@@ -76,10 +94,7 @@ def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
     :param device: where to compute (float64 there unless the device has none).
     :returns: int64 ``(B,)`` and float64 ``(B,)``.
     """
-    import torch
-
     count, height, width = second.shape
-    dtype = torch.float64 if device.float64 else torch.float32
     item = 8 if device.float64 else 4
     # A field and a reference, two half spectra (complex), the magnitude and the surface, with room
     # for temporaries: a batch holds at most as many references as pairs.
@@ -90,14 +105,7 @@ def phase_correlate(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
 
     # A device without float64 (Metal) refuses even to receive one: the fields are cast on the host.
     host = None if device.float64 else np.float32
-
-    def step(start: int, stop: int) -> None:
-        chosen, index = np.unique(pairing[start:stop], return_inverse=True)
-        a = tensor(_on_host(first[chosen], host), device.torch).to(dtype)
-        b = tensor(_on_host(second[start:stop], host), device.torch).to(dtype)
-        where, ratio = _surfaces(a, b, tensor(index.reshape(-1), device.torch))
-        peaks[start:stop] = where.cpu().numpy()
-        ratios[start:stop] = ratio.to(torch.float64).cpu().numpy()
-
-    tiled(count, batch, 1, step, device, "phase_correlate")
+    for part in tiles(count, batch, 1, device, "phase_correlate"):
+        with part:
+            _batch(first, second, pairing, part.start, part.stop, device, host, peaks, ratios)
     return peaks, ratios

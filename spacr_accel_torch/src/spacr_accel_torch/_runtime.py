@@ -32,16 +32,17 @@ from spacr_accel_core.toolkit import (
 )
 from spacr_accel_core.toolkit import first_line as _first_line
 from spacr_accel_core.toolkit import tiled as run_tiles
+from spacr_accel_core.toolkit import tiles as kit_tiles
 
 from ._settings import PASS_BYTES
 
 if TYPE_CHECKING:
     import torch
 
-    from spacr_accel_core.toolkit import Accelerator
+    from spacr_accel_core.toolkit import Accelerator, Tile
 
 __all__ = ["IEEE_UNIT", "Device", "budget", "current_float32_gemm_unit", "float32_gemm_unit", "ieee_float32",
-           "is_out_of_memory", "release", "target", "tensor", "tiled", "translate"]
+           "is_out_of_memory", "release", "target", "tensor", "tiled", "tiles", "translate"]
 
 logger = logging.getLogger(__name__)
 
@@ -266,6 +267,22 @@ def tiled(total: int, tile: int, floor: int, step: Callable[[int, int], None], d
     """
     run_tiles(total, tile, floor, step, is_out_of_memory=is_out_of_memory,
               release=lambda: release(device), label=f"torch {what}")
+
+
+def tiles(total: int, tile: int, floor: int, device: Device, what: str) -> Iterator[Tile]:
+    """:func:`spacr_accel_core.tiling.tiles` with torch's out-of-memory test and ``device``'s cache:
+    the loop a primitive drives itself (``for part in tiles(...): with part: ...``), calling its own
+    step, so its fields never pass through the kit.
+
+    :param total: items to cover.
+    :param tile: items per tile to start with (at least 1).
+    :param floor: the smallest tile worth trying; a failure at or below it gives up.
+    :param device: where the tiles run (its cache is released before a retry).
+    :param what: the operation, for the message.
+    :raises BackendOutOfMemory: a tile of ``floor`` items still did not fit.
+    """
+    return kit_tiles(total, tile, floor, is_out_of_memory=is_out_of_memory,
+                     release=lambda: release(device), label=f"torch {what}")
 
 
 # ---- host arrays in ----------------------------------------------------------------------------
