@@ -159,11 +159,13 @@ def test_no_import_is_placed_late(module: str) -> None:
     assert not _late(MODULES[module][0]), f"{module}: imports after code at {_late(MODULES[module][0])}"
 
 
-PLACED = {"spacr_accel_core.__main__": "commands", "spacr_accel_core.reference": "kit"}
+PLACED = {"spacr_accel_core.__main__": "commands", "spacr_accel_core.reference": "kit", "spacr_accel_core.ops": ""}
 """Top-level modules and packages that belong to a folder's layer: ``python -m spacr_accel_core``
-(the command's other entry point), and ``reference``, a public package of the kit's layer (a
+(the command's other entry point); ``reference``, a public package of the kit's layer (a
 documented path whose family modules import only the contract and the kit) which the operation
-table names. A package's modules are placed with it."""
+table names; and ``ops``, a face (its family modules declare the operations, and the package
+imports it so that every row is declared before anything reads the table). A package's modules
+are placed with it."""
 
 
 def _folder(module: str) -> str:
