@@ -6,9 +6,12 @@ discovered once per process, ranked by priority and walked best first, falling t
 when one raises :class:`RuntimeError`. See :mod:`spacr_accel_core.ops` for the operations and
 :mod:`spacr_accel_core.accelerator` for what this machine is.
 
-THE LAYOUT. The top-level modules are the public faces (``ops``, ``accelerator``, ``config``,
-``dask``, ``toolkit``, ``testing``, ``reference``, and ``exact``, ``tiling``, ``separable``: the
-kit's arithmetic, passes and tiling, named for backend authors); the folders hold the parts,
+THE LAYOUT. The top-level modules are the public faces (``ops``, a package whose family modules
+declare each operation once with its row; ``table``, the operation table's door; ``accelerator``,
+``config``, ``dask``, ``toolkit``, ``testing``, ``reference``, and ``exact``, ``tiling``,
+``separable``: the kit's arithmetic, passes and tiling, named for backend authors); importing the
+package declares the core's operations, so the table is whole before anything reads it. The
+folders hold the parts,
 each importing only the folders below it: ``contract`` (what a plugin is and is told), then
 ``kit`` and ``operations`` (the backend author's machinery; the operation table), then
 ``dispatch`` (settings, discovery, ranking, the registry), then ``devices`` (what this machine
