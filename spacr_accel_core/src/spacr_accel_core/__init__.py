@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 
 from . import config  # noqa: F401  (spacr_accel_core.config without importing it, as ever)
+from . import ops as _ops  # noqa: F401  (the core's operations declared: their rows in the table)
 from .contract._declaration import Declaration, Setting
 from .contract._errors import (
     BackendDeclined,
@@ -36,7 +37,6 @@ from .contract._markers import API_VERSION, ENTRY_POINT_GROUP, PROJECT_NAME, hoo
 from .contract._records import BackendInfo, Dispatch, HostDevice, PluginStatus, WarmState
 from .contract._registration import Registration
 from .dispatch._registry import REGISTRY, Registry, cpu_requested, use
-from .ops import __name__ as _ops_declared  # noqa: F401  (the core's operations declared, their rows in the table)
 
 __all__ = [
     "API_VERSION",
