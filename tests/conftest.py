@@ -107,6 +107,15 @@ def compiled_backends() -> None:
     spacr_accel_core.warm_up(timeout=900)
 
 
+@pytest.fixture(scope="session")
+def numba_compiled() -> None:
+    """numba's kernels compiled (the tests fail if they cannot be): until they are, numba declines
+    every call and the floor answers, which would make a test of numba's kernels check the floor."""
+    import spacr_accel_numba
+
+    assert spacr_accel_numba.warm(timeout=600), f"the numba kernels did not compile: {spacr_accel_numba.failure()}"
+
+
 @pytest.fixture
 def patched() -> Iterator[None]:
     """spaCR patched, with the check mode on (every served call compared with spaCR's own), for

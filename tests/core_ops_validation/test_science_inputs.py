@@ -3,14 +3,11 @@ metric, threshold, mutual pairs, gpu=0/1, quiet overflow and the sign of zero of
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
 import spacr_accel_core
 from spacr_accel_core import ops, reference
-from spacr_accel_core.testing import reference_maximum_filter
 
 RNG = np.random.default_rng(21)
 FIELD = RNG.random((20, 30), dtype=np.float32)
@@ -53,31 +50,6 @@ def test_out_is_written_and_returned(size):
     empty = np.full((20, 20), np.nan, np.float32)
     assert ops.matmul(np.zeros((20, 0), np.float32), np.zeros((0, 20), np.float32), out=empty) is empty
     assert (empty == 0).all()
-
-
-def test_a_stack_is_filtered_field_by_field():
-    stack = RNG.random((2, 3, 9, 8), dtype=np.float32)
-    stack[1, 2, 0, 0] = np.nan
-    got = ops.maximum_filter(stack, 3)
-    for index in np.ndindex(2, 3):
-        np.testing.assert_array_equal(got[index], reference_maximum_filter(stack[index], 3))
-
-
-def test_a_copy_keeps_the_sign_of_zero_rule():
-    zeros = np.full((4, 4), -0.0, np.float32)
-    for size in (0, 1):
-        assert not np.signbit(ops.maximum_filter(zeros, size)).any()
-
-
-def test_float64_beyond_float32_becomes_inf_quietly():
-    big = np.full((5, 5), 1e300)
-    big[0, 0] = -1e300
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for size in (1, 3, 50):
-            got = ops.maximum_filter(big, size)
-            assert np.isinf(got).all()
-        assert len(ops.local_maxima(big, 3)) > 0
 
 
 @pytest.mark.parametrize("flag", [0, 1, np.int64(1), np.bool_(False)])

@@ -16,12 +16,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import BackendOutOfMemory, BackendUnavailable, last_dispatch, ops
 from spacr_accel_core.testing import reference_maximum_filter, reference_nearest
 from spacr_accel_core.toolkit import install_command
-from spacr_accel_cupy import _driver, _filters_kernels, _kit, _neighbours_kernels, _plugin, _products_kernels
+from spacr_accel_cupy import _driver, _kit, _neighbours_kernels, _plugin, _products_kernels
 
 
 def _device_reason() -> str | None:
@@ -114,27 +113,6 @@ def test_cupy_errors_are_translated() -> None:
     assert _kit.translate(bug, "matmul") is bug
 
 
-# ---- the algorithms, on NumPy --------------------------------------------------------------------
-
-
-@st.composite
-def fields(draw: st.DrawFn) -> np.ndarray:
-    shape = draw(st.tuples(st.integers(1, 70), st.integers(1, 70)))
-    elements = st.one_of(st.floats(-1e6, 1e6, width=32),
-                         st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0]))
-    return draw(hnp.arrays(np.float32, shape, elements=elements))
-
-
-@settings(max_examples=40, deadline=None)
-@given(field=fields(), size=st.sampled_from([3, 5, 9, 15]), budget=st.sampled_from([None, "65536"]))
-def test_filter_equals_the_reference(field: np.ndarray, size: int, budget: str | None) -> None:
-    with pytest.MonkeyPatch.context() as patch:
-        if budget is not None:
-            patch.setenv("SPACR_ACCEL_CUPY_PASS_BYTES", budget)  # many small tiles
-        got = _filters_kernels.maximum_filter(KIT, field, size)
-    assert np.array_equal(got, reference_maximum_filter(field, size), equal_nan=True)
-
-
 @st.composite
 def point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     width = draw(st.integers(1, 20))
@@ -195,35 +173,6 @@ def test_matmul_matches_numpy(dtype: type, shapes: tuple[tuple[int, ...], tuple[
     expected = np.matmul(first.astype(np.float64), second.astype(np.float64))
     assert got.dtype == np.float32 and got.shape == np.shape(expected)
     assert np.allclose(got, expected, rtol=1e-5, atol=1e-4)
-
-
-@settings(max_examples=30, deadline=None)
-@given(data=st.data(), thin_rows=st.booleans())
-def test_thin_fields_under_wide_windows_cap_each_axis(data: st.DataObject, thin_rows: bool) -> None:
-    """A window far wider than the short axis (each axis capped by its own length): bit for bit."""
-    short, long = data.draw(st.integers(1, 3)), data.draw(st.integers(2, 40))
-    shape = (short, long) if thin_rows else (long, short)
-    field = data.draw(hnp.arrays(np.float32, shape, elements=st.floats(-1e6, 1e6, width=32)))
-    size = data.draw(st.integers(1, long + 1).map(lambda k: 2 * k + 1))
-    got = _filters_kernels.maximum_filter(KIT, field, size) + np.float32(0)
-    assert np.array_equal(got, reference_maximum_filter(field, size))
-
-
-def test_filter_retries_smaller_tiles_after_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    sizes: list[int] = []
-    filter_tile = _filters_kernels._filter_tile
-
-    def flaky(kit: _kit.Kit, tile: np.ndarray, size: int) -> np.ndarray:
-        sizes.append(tile.shape[0])
-        if tile.shape[0] > 60:
-            raise CupyOutOfMemory("Out of memory allocating 1,073,741,824 bytes")
-        return filter_tile(kit, tile, size)  # type: ignore[no-any-return]  # an ndarray on NumPy
-
-    monkeypatch.setattr(_filters_kernels, "_filter_tile", flaky)
-    field = np.random.default_rng(1).standard_normal((400, 50)).astype(np.float32)
-    got = _filters_kernels.maximum_filter(KIT, field, 9)
-    assert np.array_equal(got, reference_maximum_filter(field, 9))
-    assert sizes[0] == 400 and min(sizes) <= 60
 
 
 def test_nearest_gives_up_with_backend_out_of_memory_at_the_floor(monkeypatch: pytest.MonkeyPatch) -> None:

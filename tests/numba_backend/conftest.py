@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import spacr_accel_numba
-
 
 @pytest.fixture(autouse=True, scope="session")
-def _compiled() -> None:
-    assert spacr_accel_numba.warm(timeout=600), f"the numba kernels did not compile: {spacr_accel_numba.failure()}"
+def _compiled(numba_compiled: None) -> None:
+    """Every test here starts with the kernels compiled (``numba_compiled``)."""

@@ -10,11 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from scipy import ndimage
 
 from spacr_accel_core import ops
-from spacr_accel_core.testing import assert_same_field, reference_maximum_filter, reference_nearest
-from spacr_accel_numpy import _neighbours, window_maximum
+from spacr_accel_core.testing import reference_nearest
+from spacr_accel_numpy import _neighbours
 
 METHODS = [_neighbours._brute, _neighbours._kdtree, _neighbours._matrix]
 
@@ -83,24 +82,6 @@ def test_kdtree_resolves_many_way_ties_to_the_lowest_index():
     source = np.array([[0.0, 0.0], [1.0, 1.0], [0.5, 0.5]], np.float32)
     index, _ = _neighbours._kdtree(source, target, 2)
     assert index.tolist() == reference_nearest(source, target)[0].tolist() == [1, 0, 0]
-
-
-@settings(max_examples=60, deadline=None)
-@given(field=hnp.arrays(np.float32, st.tuples(st.integers(1, 40), st.integers(1, 40)),
-                        elements=st.floats(allow_nan=False, allow_infinity=False, width=32)),
-       size=st.integers(1, 20).map(lambda k: 2 * k + 1))
-def test_window_maximum_equals_scipy_on_finite_fields(field, size):
-    # Bit for bit through ops, scipy's zeros given the contract's sign (+0.0).
-    got = ops.maximum_filter(field, size, backend="numpy")
-    assert_same_field(got, ndimage.maximum_filter(field, size, mode="nearest") + np.float32(0.0))
-    assert np.array_equal(window_maximum(field, size), ndimage.maximum_filter(field, size, mode="nearest"))
-
-
-def test_window_maximum_threaded_stripes_match_the_reference():
-    rng = np.random.default_rng(4)
-    field = rng.standard_normal((700, 530)).astype(np.float32)  # several stripes, threaded
-    field[350, 17] = np.nan
-    assert np.array_equal(window_maximum(field, 11), reference_maximum_filter(field, 11), equal_nan=True)
 
 
 def test_matmul_float32_operands_are_not_copied():
