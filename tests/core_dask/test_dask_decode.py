@@ -17,21 +17,6 @@ QUICK = settings(max_examples=20, deadline=None)
 
 
 @QUICK
-@given(lead=st.sampled_from([(), (2,), (2, 3)]), height=st.integers(1, 17), width=st.integers(1, 17),
-       size=st.integers(0, 7), seed=st.integers(0, 2 ** 32 - 1), data=st.data())
-def test_window_maxima_matches_ops_for_every_chunking(lead: tuple[int, ...], height: int, width: int, size: int,
-                                                      seed: int, data: st.DataObject) -> None:
-    rng = np.random.default_rng(seed)
-    stack = rng.choice(np.array([-1.0, -0.0, 0.0, 2.0, np.nan], np.float32), size=(*lead, height, width))
-    points = np.stack([rng.integers(0, height, 9), rng.integers(0, width, 9)], axis=1)
-    chunks = tuple(data.draw(st.integers(1, n)) for n in stack.shape)
-    with dask.config.set(scheduler="threads"):
-        got = sad.window_maxima(da.from_array(stack, chunks=chunks), points, size).compute()
-    want = ops.window_maxima(stack, points, size)
-    assert got.shape == want.shape and got.tobytes() == want.tobytes()
-
-
-@QUICK
 @given(lead=st.sampled_from([(), (3,), (2, 2)]), seed=st.integers(0, 2 ** 32 - 1), data=st.data())
 def test_phase_correlate_matches_ops_with_pairs_whole(lead: tuple[int, ...], seed: int, data: st.DataObject) -> None:
     rng = np.random.default_rng(seed)

@@ -28,13 +28,6 @@ def test_a_kernel_no_array_can_hold_is_refused_at_the_call(operation: str) -> No
         getattr(sad, operation)(lazy(FIELDS), 10**400)
 
 
-def test_window_maxima_names_its_stack_and_refuses_pointless_points() -> None:
-    with pytest.raises(ValueError, match="stack must be a 2-D array"):
-        sad.window_maxima(da.ones(5), [[0, 0]], 3)
-    with pytest.raises(ValueError, match=r"points must be an \(N, 2\) array"):
-        sad.window_maxima(lazy(FIELDS), np.zeros((2, 0)), 3)
-
-
 def test_an_expected_shift_past_int64_is_refused_at_the_call() -> None:
     with pytest.raises(ValueError, match=r"expected\[0\] must be within"):
         sad.phase_correlate(lazy(FIELDS), lazy(MOVED), expected=(2**63 - 1, 0))

@@ -1,4 +1,6 @@
-"""The NumPy floor's stack filter and local maxima against the plain reference."""
+"""The NumPy floor's local maxima against the plain reference: single fields, threaded stacks
+(with the filtered stack written to ``out``), and the float32 floor that makes the threshold's
+comparison exact."""
 
 from __future__ import annotations
 
