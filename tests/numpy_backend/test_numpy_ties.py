@@ -54,14 +54,3 @@ def test_thirty_thousand_copies_answer_at_once():
     same = np.full((30_000, 2), 7.0, dtype=np.float32)
     index, distance = ops.nearest_neighbours(same, same, backend="numpy")
     assert not index.any() and not distance.any()
-
-
-def test_integer_operands_multiply_exactly_then_round_once():
-    x = 2 ** 62 + 2 ** 38 + 1
-    assert int(ops.matmul([[x]], [[1]], backend="numpy")[0, 0]) == 2 ** 62 + 2 ** 39
-    big = np.array([[2 ** 40, 3], [5, -(2 ** 41)]], dtype=np.int64)
-    exact = big.astype(object) @ big.astype(object)
-    assert np.array_equal(ops.matmul(big, big, backend="numpy"), np.array(exact.tolist(), dtype=np.float32))
-    # An integer beside a float multiplies in float64 (the float is not an integer product).
-    mixed = ops.matmul(np.array([[3]], dtype=np.int64), np.array([[0.5]]), backend="numpy")
-    assert mixed.dtype == np.float32 and mixed[0, 0] == 1.5
