@@ -1,5 +1,6 @@
-"""The NumPy floor's decode steps beyond the conformance suite: a reference field shared by many
-pairs (every cycle registered to one reference cycle) gives each pair the answer it gives alone."""
+"""The NumPy floor's phase correlation beyond the conformance suite: a reference field shared by
+many pairs (every cycle registered to one reference cycle) gives each pair the answer it gives
+alone."""
 
 from __future__ import annotations
 

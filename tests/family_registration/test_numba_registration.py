@@ -1,5 +1,6 @@
-"""The numba backend's decode steps beyond the conformance suite: pairs sharing reference fields,
-one pair's passes split between the threads, and the gather of many points in every field."""
+"""numba's phase correlation beyond the conformance suite: pairs sharing reference fields, one
+pair's passes split between the threads, and the compiled surface peak (the first maximum) and
+mean (NumPy's)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from spacr_accel_core import reference
 from spacr_accel_numba import _registration_kernels, warm
+
+pytestmark = pytest.mark.usefixtures("numba_compiled")  # the kernels, not the floor, under test
 
 
 @pytest.fixture(scope="module")

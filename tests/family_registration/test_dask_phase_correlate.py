@@ -1,5 +1,6 @@
-"""The decode steps on Dask equal the in-memory ops for every chunking: window maxima with the
-whole field's points (windows crossing block edges), phase correlation with pairs never split."""
+"""Phase correlation on Dask equals the in-memory op for every chunking, pairs never split; the
+Dask layer refuses what ``ops`` refuses (the window maxima's refusals beside it); two lazy records
+compare by value, in one compute each."""
 
 from __future__ import annotations
 

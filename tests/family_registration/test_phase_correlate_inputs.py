@@ -1,5 +1,7 @@
-"""The decode chain's inputs: every wrong call refused with the argument named, before any backend;
-the answers the core gives itself (no points, an empty stack); the shapes of the answers."""
+"""Phase correlation's inputs: every wrong call refused with the argument named, before any
+backend; the answers the core gives itself (an empty stack of pairs); the record (frozen, giving
+the shift), a stack answered pair by pair, spaCR's unwrap and a broadcast reference judged as its
+materialised copy."""
 
 from __future__ import annotations
 

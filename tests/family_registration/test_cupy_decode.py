@@ -1,6 +1,6 @@
-"""The CuPy decode steps, every line run on the NumPy kit and compared with the plain references:
-window maxima (NaN, signed zeros, groups of fields) and batches of phase correlations (batches of
-one forced by a tiny pass budget, and an out-of-memory retry)."""
+"""CuPy's phase correlation, every line run on the NumPy kit and compared with the plain
+references: batches of pairs (batches of one forced by a tiny pass budget, the window maxima's
+groups of fields beside them) and an out-of-memory batch halved and retried."""
 
 from __future__ import annotations
 

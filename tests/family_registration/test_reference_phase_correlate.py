@@ -1,5 +1,5 @@
-"""The decode references against independent definitions: SciPy's filter for the window maxima,
-and a known circular shift for the phase correlation (spaCR's sign)."""
+"""The phase correlation reference against an independent definition: a known circular shift,
+recovered with spaCR's sign, and the expectation and tolerance deciding the verdict."""
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
-"""``ops.phase_correlate`` and ``ops.window_maxima`` as drop-ins for spaCR's registration and base
-extraction, on the edges: the unwrap's ties on even sizes, ``expected`` periods away, thin fields,
-a tolerance met exactly, a peak at the origin, a ratio equal to ``min_peak_ratio``, which field
-moves, the answer's types; windows clipped at the field's edges, in spaCR's layout.
+"""``ops.phase_correlate`` as a drop-in for spaCR's registration, on the edges: the unwrap's ties on
+even sizes, ``expected`` periods away, thin fields, a tolerance met exactly, a peak at the origin,
+a ratio equal to ``min_peak_ratio``, which field moves, the answer's types.
 
 Each edge is checked on the backends forced by name, on automatic dispatch, and on torch forced
 onto the CPU, against literal answers worked out from spaCR's definition (the reasoning is in each
 test) and against :func:`spacr_rules`, that definition restated here independently: NumPy's 2-D
-transforms, Python's ``round`` of the float quotient in the unwrap (ties to even), ``int()`` of
-the expected shift, and the window clipped to the field. The differences that are deliberate are
-tested as such and written down in the decisions page's drop-in section.
-"""
+transforms, Python's ``round`` of the float quotient in the unwrap (ties to even), and ``int()`` of
+the expected shift. The differences that are deliberate are tested as such and written down in
+the decisions page's drop-in section."""
 
 from __future__ import annotations
 
