@@ -54,13 +54,3 @@ the limit (4300 digits) for integer string conversion" instead of naming the arg
 def test_an_integer_too_long_to_print_is_named(call: Any, name: str) -> None:
     with pytest.raises(ValueError, match=f"^{name} .*( integer of 16610 bits| too long to print)"):
         call()
-
-
-def test_a_max_distance_too_long_to_print_is_no_bound() -> None:
-    """``max_distance`` beyond float64's range is no bound; one past 4300 digits raised while the
-    refusal message for NaN was formatted, before the value was even read."""
-    points = FIELD[:5, :2]
-    want = ops.nearest_neighbours(points, points, k=2)
-    found = ops.nearest_neighbours(points, points, k=2, max_distance=HUGE)
-    np.testing.assert_array_equal(found[0], want[0])
-    np.testing.assert_array_equal(found[1], want[1])

@@ -1,4 +1,5 @@
-"""numba's k nearest, Hamming and local maxima against the NumPy floor (bit for bit) and the reference."""
+"""numba's k nearest and Hamming against the NumPy floor (bit for bit) and the reference: the grid's
+partition, repeated targets, far sources and wide holes, and what the grid declines."""
 
 from __future__ import annotations
 

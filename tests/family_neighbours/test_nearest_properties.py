@@ -1,5 +1,6 @@
-"""Property tests: every op, through ``spacr_accel_core.ops`` on the default backend, against a plain
-reference written here (float64 broadcast brute force, padded sliding windows, float64 matmul)."""
+"""Property tests: ``ops.nearest_neighbours`` on the default backend against a plain reference
+written here (the float64 brute force on the float32 coordinates, summed coordinate by coordinate
+in order): ties to the lowest index, any chunk, empty sets, the self match."""
 
 from __future__ import annotations
 

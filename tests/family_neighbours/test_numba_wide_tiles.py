@@ -16,6 +16,8 @@ from spacr_accel_core import last_dispatch, ops
 from spacr_accel_core.testing import reference_nearest
 from spacr_accel_numba import _neighbours_kernels
 
+pytestmark = pytest.mark.usefixtures("numba_compiled")  # the kernels, not the floor, under test
+
 
 @st.composite
 def wide_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:

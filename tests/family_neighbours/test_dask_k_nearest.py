@@ -1,4 +1,5 @@
-"""The Dask layer's peaks and k-nearest keywords: exactly the in-memory answer for every chunking."""
+"""The Dask layer's k-nearest keywords (``k`` within a distance, Hamming): exactly the in-memory
+answer for every chunking."""
 
 from __future__ import annotations
 

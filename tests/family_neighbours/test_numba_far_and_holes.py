@@ -17,6 +17,8 @@ from spacr_accel_core import last_dispatch, ops
 from spacr_accel_core.testing import reference_nearest
 from spacr_accel_numba import _neighbours_kernels
 
+pytestmark = pytest.mark.usefixtures("numba_compiled")  # the kernels, not the floor, under test
+
 
 def _exact(source: np.ndarray, target: np.ndarray) -> None:
     """numba's answer is the reference's and the floor's, bit for bit (its decline: the automatic one's)."""

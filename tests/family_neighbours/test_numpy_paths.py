@@ -1,9 +1,8 @@
-"""The NumPy backend's three nearest-neighbour methods and its filter, each against a reference.
+"""The NumPy backend's three nearest-neighbour methods, each against a reference.
 
 The conformance suite reaches these only through the size heuristics; here every method is driven
 directly on hypothesis input, so a tie or rounding bug in the KD-tree or matrix path cannot hide
-behind the brute force that small inputs take.
-"""
+behind the brute force that small inputs take."""
 
 import numpy as np
 import pytest

@@ -1,9 +1,8 @@
 """The shared exact nearest-neighbour machinery in ``spacr_accel_core.exact``, on its own.
 
-Every backend's exactness rests on three promises made here: the tie rule of ``pick_lowest``, the
-error margin of ``expansion_plan`` (the true nearest is always a candidate, at any magnitude, in
-any width, even where a device flushes subnormals), and ``tiled``'s out-of-memory retries.
-"""
+Every backend's exactness rests on two promises made here: the tie rule of ``pick_lowest``, and
+the error margin of ``expansion_plan`` (the true nearest is always a candidate, at any magnitude,
+in any width, even where a device flushes subnormals)."""
 
 import numpy as np
 import pytest
