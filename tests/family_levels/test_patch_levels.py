@@ -8,8 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
+
 from spacr_accel_core import patch
 from spacr_accel_core.patch._install import original_of
+
+pytestmark = pytest.mark.usefixtures("compiled_backends")  # while numba compiles, a seam may pass calls to spaCR
 
 CLIPPED = "spacr.ops_cycles._clipped"
 TARGET = "spacr.ops_cycles.sbs_mean_target"

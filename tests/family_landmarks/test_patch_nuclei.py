@@ -12,8 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
+pytest.importorskip("skimage", reason="scikit-image is not installed (spaCR's peak finder)")
+
 from spacr_accel_core import patch
 from spacr_accel_core.kit import _peaks
+
+pytestmark = pytest.mark.usefixtures("compiled_backends")  # while numba compiles, a seam may pass calls to spaCR
 
 SEAM = "spacr.ops_phenotype.nuclear_points"
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -16,6 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
+pytest.importorskip("scipy.spatial")
+
 from spacr_accel_core import patch
 from spacr_accel_core.kit import _triangles
 from spacr_accel_core.patch import _served_triangles

@@ -8,10 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
+
 from spacr_accel_core import patch
 from spacr_accel_core.patch._calls import first_difference
 from spacr_accel_core.patch._install import original_of
 from spacr_accel_core.testing import anchor_field
+
+pytestmark = pytest.mark.usefixtures("compiled_backends")  # while numba compiles, a seam may pass calls to spaCR
 
 SEED = "spacr.ops_phenotype.seed_by_scaled_pairs"
 ATTRIBUTE = "spacr.ops_sbs.attribute_reads"
