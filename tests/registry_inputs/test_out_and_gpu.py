@@ -1,5 +1,6 @@
-"""The new calls' inputs and the rules the core applies itself: out=, stacks, k, max_distance,
-metric, threshold, mutual pairs, gpu=0/1, quiet overflow and the sign of zero of a copy."""
+"""The input rules every operation shares: ``out=`` by NumPy's convention (never overlapping an
+input nor read-only, written and returned), and ``gpu`` as 0/1 or a bool, nothing else (torch
+forced with ``gpu=False`` runs on the CPU)."""
 
 from __future__ import annotations
 

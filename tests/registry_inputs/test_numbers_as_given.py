@@ -1,8 +1,6 @@
-"""Edges an adversarial review of the decode chain's inputs found: kernels no array can hold,
-numbers beyond float64's range, 0-d arrays given as numbers, expected shifts past int64's
-arithmetic, points of the wrong shape or kind, the ``stack`` argument named as itself, and fields
-whose scale underflows or overflows the transform. Each is checked on the backends forced by name
-and on automatic dispatch, so the rule is the core's, not one backend's luck."""
+"""Edges an adversarial review of the inputs found, shared by every operation: 0-d arrays are the
+numbers they hold for every option, and an integer too long to print is refused naming its
+argument, never a bare error raised while the message was formatted."""
 
 from __future__ import annotations
 
