@@ -79,7 +79,7 @@ def cases(rng: np.random.Generator) -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 
 def far_part(repeat: int) -> None:
-    # The timer is imported here, not at the top: tests/numba_backend loads this file by its path for
+    # The timer is imported here, not at the top: tests/numba_cache_warm loads this file by its path for
     # its forking script, without this folder on sys.path.
     from _timing import fastest  # the benchmarks' one timer, beside this file
 
@@ -117,7 +117,7 @@ def far_part(repeat: int) -> None:
 
 FORKING = """
 # Forked children at the given moments of the warm-up; each says how it answered (also the script of
-# tests/numba_backend/test_numba_fork.py, which asserts what this benchmark prints).
+# tests/numba_cache_warm/test_numba_fork.py, which asserts what this benchmark prints).
 import os, sys, time
 import numpy as np
 from spacr_accel_core import ops

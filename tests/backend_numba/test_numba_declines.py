@@ -1,8 +1,6 @@
-"""The compiled kernels against the plain reference and the NumPy floor, on the same inputs.
-
-Both comparisons are bitwise (float32 bytes of the filter, int64 indices and float32 distances of
-the search): the numba backend must be the floor's answer, faster, never a near miss.
-"""
+"""What the numba backend declines (points of a tree's width, points crowding its grid, a window
+whose block buffers it will not hold) goes to the floor, named as the backend that served it; a
+call forcing numba meets the decline's reason as its error."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The torch backend serves every argument of the science calls itself: ``k``, ``max_distance``,
-``metric="hamming"``, stacks for ``maximum_filter`` and ``local_maxima``; each path compared with the
-PLAIN references of ``spacr_accel_core.reference`` (never only with another backend), on the CPU
-device and on the CPU posing as a device without float64, and each forced call shown to be served
-by torch with no decline. Tiles are sized from a stand-in memory report.
-"""
+"""The torch backend serves every argument of the science calls itself, each forced call served by
+torch with no decline; the report names the device with or without its index, and passes take a
+fraction of the reported free memory; read-only inputs raise no warning."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The torch backend's own paths, each driven directly and compared with the PLAIN references of
-``spacr_accel_core.testing`` (never only with another backend).
-
-The conformance suite only sees what a forced call reaches on this machine (the CPU algorithms,
-small inputs). Here the GPU algorithms run on the CPU device (the max-pool tiles, a device without
-float64 whose verdict falls back to the host), the block search runs on sets large enough to
-prune, and out-of-memory is injected to show a tile is retried smaller and a plate never fails.
-"""
+"""The torch backend's paths that are no one family's: a device's errors translated (a bug stays a
+bug), ``backend_info`` telling the truth about this machine, ``gpu=False`` running a forced torch
+on the CPU, the pass budget measured from free device memory, the imports that pull in no vendor
+library, and on a card, small passes that stay exact."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""The CuPy backend: its real "no device" path here, and every line of its algorithms on NumPy.
+"""The CuPy backend's real "no device" path here, and what is no one family's: its errors translated,
+a missing CuPy pointing at the extra, ``SPACR_DEVICE`` forbidding it, and on a card, small tiles
+that stay exact and a usable ``backend_info``.
 
 CuPy installs and imports on this project's machines and every call raises ``CUDARuntimeError``,
-so the unavailable path is checked for real. The algorithms are written against a NumPy-compatible
-kit; run with NumPy and SciPy they are checked against the PLAIN references of
-``spacr_accel_core.testing`` (exactness, the NaN rule, tiling, out-of-memory retries), never only
-against another backend. The same checks on the card are marked GPU-only.
-"""
+so the unavailable path is checked for real. The same checks on the card are marked GPU-only."""
 
 from __future__ import annotations
 

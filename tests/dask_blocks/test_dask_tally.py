@@ -1,6 +1,6 @@
-"""Bit for bit with the in-memory ops on the whole array, for every chunking (threaded scheduler:
-the same graphs the cluster runs, computed here; tests/core_dask/test_dask_cluster.py runs them on
-process workers)."""
+"""The Dask layer's blocks and who served them, on the threaded scheduler: the local scheduler's
+progress bar follows a compute, the tally counts the calls made in this process, and a forked child
+starts with an empty tally (``test_dask_cluster.py`` gathers it from process workers)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ print(sum(_neighbours_kernels.grid_empty.stats.cache_hits.values()),
 
 
 def _run(code: str, cache: Path, *args: str) -> list[str]:
-    # compiled in this process (not by the detached compiler, tests/numba_cold): the repair here is this process's
+    # compiled in this process (not by the detached compiler, tests/numba_cache_cold): the repair here is this process's
     env = {**os.environ, "SPACR_ACCEL_DISABLE": "torch,cupy,opencv,openvino", "NUMBA_CACHE_DIR": str(cache),
            "SPACR_ACCEL_NUMBA_COMPILE": "here"}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,

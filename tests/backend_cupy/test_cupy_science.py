@@ -1,9 +1,7 @@
-"""The CuPy backend serves every argument of the science calls itself: ``k``, ``max_distance``,
-``metric="hamming"``, ``local_maxima`` and stacks. Its algorithms run here on the NumPy-compatible
-kit and are compared with the PLAIN references of ``spacr_accel_core.reference``; forced calls with
-the kit standing in for the card show the backend serves each argument with no decline; tiles are
-sized from a stand-in memory report where CuPy's own query cannot say.
-"""
+"""The CuPy backend serves every argument of the science calls itself: forced calls with the kit
+standing in for the card show the backend serves each argument with no decline; the report is
+read for the current device, and tiles are sized from a stand-in memory report where CuPy's own
+query cannot say."""
 
 from __future__ import annotations
 
