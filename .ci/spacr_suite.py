@@ -39,7 +39,7 @@ from xml.etree import ElementTree
 
 VERSION = "1.5.1.5"
 SHA256 = "4b3ec55b0140df6f34256e20927228b9deab4da0a17ea7e1abafcab36143e323"
-SUPPORT = Path(__file__).resolve().parent.parent / "tests" / "spacr_suite_support"
+SUPPORT = Path(__file__).resolve().parent.parent / "tests" / "patch_spacr_suite"
 SELF_TEST_FILE = "tests/test_the_ops_primitives_agree_on_every_backend.py"
 """The one file of spaCR's the self-test runs: it calls the served maximum filter directly."""
 
@@ -130,7 +130,7 @@ def run(name: str, root: Path, files: list[str], patch: str | None, plugins: tup
     :param root: the extracted sdist (pytest's root folder and working folder).
     :param files: the test files.
     :param patch: the variable's value, or None for spaCR unpatched.
-    :param plugins: further plugins of ``tests/spacr_suite_support`` to load.
+    :param plugins: further plugins of ``tests/patch_spacr_suite`` to load.
     """
     env = {key: value for key, value in os.environ.items() if key != "SPACR_ACCEL_PATCH"}
     if patch is not None:

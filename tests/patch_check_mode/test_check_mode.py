@@ -307,7 +307,7 @@ def test_another_threads_call_during_a_reference_is_served() -> None:
 
 
 def _nudge_plugin() -> Any:
-    support = str(Path(__file__).resolve().parent.parent / "spacr_suite_support")
+    support = str(Path(__file__).resolve().parent.parent / "patch_spacr_suite")
     sys.path.insert(0, support)
     try:
         import spacr_suite_nudge

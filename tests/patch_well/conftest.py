@@ -1,5 +1,5 @@
 """The real spaCR (``pip install --no-deps spacr==1.5.1.5``), patched and not, on the whole well: its
-plane reader, its stitching strips, its decode workers.
+plane reader, its stitching strips, its decode workers, and ``run_ops`` on the synthetic plate.
 
 Every test here needs spaCR; without it they are skipped, saying how to install it.
 """
