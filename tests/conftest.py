@@ -1,5 +1,6 @@
-"""Fixtures every test folder shares: in-process plugins that always leave the registry clean, and
-spaCR patched set against spaCR unpatched call by call (`same_as_spacr`)."""
+"""Fixtures every test folder shares: in-process plugins that always leave the registry clean, the
+compiled backends ready (numba's kernels, and every backend's warm-up), and spaCR patched set
+against spaCR unpatched call by call (`same_as_spacr`)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ folders hold the parts,
 each importing only the folders below it: ``contract`` (what a plugin is and is told), then
 ``kit`` and ``operations`` (the backend author's machinery; the operation table), then
 ``dispatch`` (settings, discovery, ranking, the registry), then ``devices`` (what this machine
-is), then the faces, then ``commands`` and ``testing``. ``tests/core_layout`` checks it.
+is), then the faces, then ``commands`` and ``testing``. ``tests/registry_layout`` checks it.
 """
 
 from __future__ import annotations

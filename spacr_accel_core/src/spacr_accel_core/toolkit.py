@@ -45,7 +45,7 @@ third party's.
 
 This module is the one door: the shipped backends and the examples import only from here, from
 ``spacr_accel_core`` itself (the contract) and, in their tests, from :mod:`spacr_accel_core.testing`
-(a test in ``tests/core_layout`` keeps it so).
+(a test in ``tests/registry_layout`` keeps it so).
 """
 
 from __future__ import annotations

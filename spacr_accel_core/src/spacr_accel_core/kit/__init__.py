@@ -34,7 +34,7 @@
 The kit gives pieces, not walks: a backend calls them and keeps its own loop (its pairs, its
 tiles, its parts on the pool, its primitive inside the translated block), so an argument followed
 from the operation to a backend's kernel goes down into the kit and never comes back up into the
-backend by a callback (``tests/core_layout/test_call_path.py``). The callback forms
+backend by a callback (``tests/registry_layout/test_call_path.py``). The callback forms
 (``run_parts``, ``tiled``, ``call_translated``, ``correlate_by_reference``) stay, written on the
 pieces, for a backend that would rather hand its function over.
 
