@@ -12,6 +12,7 @@ import spacr_accel_core
 from spacr_accel_core import ops, reference
 
 RNG = np.random.default_rng(21)
+RNG.random((20, 30), dtype=np.float32)  # the stream's first draw, a field, skipped: the points are its next two
 POINTS = RNG.integers(-3, 4, (40, 2)).astype(np.float32)
 OTHER = RNG.integers(-3, 4, (25, 2)).astype(np.float32)
 
