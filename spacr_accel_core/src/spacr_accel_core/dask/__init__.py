@@ -430,6 +430,13 @@ def __getattr__(name: str) -> Any:
     if row is None or not isinstance(row.dask, WholeFields):
         hint = "" if row is None else (" (its row declares no Dask form)" if row.dask is None else "")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}{hint}")
-    from ._rows import whole_fields
+    built = _FROM_ROWS.get(name)
+    if built is None or built[0] is not row:  # built once per row (a module reloaded declares anew)
+        from ._rows import whole_fields
 
-    return whole_fields(row)
+        built = _FROM_ROWS[name] = (row, whole_fields(row))
+    return built[1]
+
+
+_FROM_ROWS: dict[str, tuple[Any, Any]] = {}
+"""The graphs built from rows so far, by name, with the row each was built from."""

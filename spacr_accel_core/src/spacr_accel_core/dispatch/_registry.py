@@ -38,7 +38,7 @@ from ..contract._errors import (
 from ..contract._errors import describe as _describe
 from ..contract._markers import PROJECT_NAME
 from ..contract._records import Dispatch, PluginStatus
-from ..operations._operations import OPERATIONS, hook_specifications, on_declared
+from ..operations._operations import OPERATIONS, declared, hook_specifications, on_declared
 from . import _settings as config
 from ._bounded import Outcome, start
 from ._discovery import IN_PROCESS, Plugin, by_name, entry_point_plugins, judge, load
@@ -164,8 +164,11 @@ class Registry:
             self._warned.clear()
 
     def forget_hooks(self) -> None:
-        """Read the plugins' hooks again at the next call: an operation was declared, and a plugin
-        may implement it. Unlike :meth:`refresh`, faults and time-outs are kept."""
+        """Read the plugins again at the next call: an operation was declared, and a plugin may
+        implement it. The snapshot is built anew (each plugin read and, when next in line, asked
+        again, bounded as ever); unlike :meth:`refresh`, the run-time faults are kept. The core's own
+        operations are declared before anything is discovered, so this costs only a late
+        declaration (a third party's module imported after the first call)."""
         with self._lock:
             self._snapshot = None
 
@@ -188,8 +191,9 @@ class Registry:
         environment = config.environment()
         manager = pluggy.PluginManager(PROJECT_NAME)
         manager.add_hookspecs(_hookspecs)
-        if OPERATIONS:
-            manager.add_hookspecs(hook_specifications())
+        rows = declared()
+        if rows:
+            manager.add_hookspecs(hook_specifications(rows))
 
         candidates: dict[str, Plugin] = {}
         duplicates: list[Plugin] = []
@@ -205,8 +209,9 @@ class Registry:
                 candidates[name] = Plugin(name, obj, IN_PROCESS, "", "ok")
         plugins = {name: load(manager, plugin) for name, plugin in candidates.items()}
 
-        calls: dict[str, dict[str, Callable[..., Any]]] = {op: {} for op in OPERATIONS}
-        for op, operation in OPERATIONS.items():
+        calls: dict[str, dict[str, Callable[..., Any]]] = {row.name: {} for row in rows}
+        for operation in rows:
+            op = operation.name
             for hookimpl in getattr(manager.hook, operation.hook).get_hookimpls():
                 declaration = plugins[hookimpl.plugin_name].declaration
                 if declaration is not None:
@@ -607,6 +612,6 @@ if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_reset_locks_after_fork)
 
 REGISTRY = Registry()
-on_declared(REGISTRY.forget_hooks)
 """The process-wide registry every module-level function uses."""
+on_declared(REGISTRY.forget_hooks)
 __all__ = ["REGISTRY", "Registry", "cpu_requested", "use"]

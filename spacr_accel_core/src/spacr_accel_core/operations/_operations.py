@@ -27,6 +27,7 @@ from typing import Any, Final, TypeVar
 
 import numpy as np
 
+from ..contract import _hookspecs
 from ..contract._declaration import Declaration
 from ..contract._markers import PROJECT_NAME, hookspec
 from ._adapters import Adapter, Call, adapt_plain
@@ -70,7 +71,6 @@ class Operation:
         the conformance suite and the bench call.
     :param spec: the hook's specification: a function whose arguments are the hook's, in the order
         the core passes them, and whose docstring is the promise a backend keeps.
-    :param family: the family module the row is declared in (``"filters"``, ...).
     :param check: ``check(result, expected)`` says what is wrong with a backend's result, or
         ``None``; a wrong result makes that backend faulty for this operation.
     :param adapt: ``adapt(function, argnames, spec, declaration, operation)`` gives the plugin's
@@ -96,7 +96,6 @@ class Operation:
     name: str
     function: Callable[..., Any]
     spec: Callable[..., Any]
-    family: str
     check: Check
     adapt: Adapter
     optional: Mapping[str, object]
@@ -179,17 +178,24 @@ def operation(*, spec: Callable[..., Any], task: str, check: Check, agree: Agree
     :param optional: see :attr:`Operation.optional`.
     :param dask: see :attr:`Operation.dask`.
     :param name: the operation's name; the function's own name by default.
-    :raises ValueError: the name is taken by another function, or the spec has no arguments.
+    :raises ValueError: the name is no identifier, names one of the contract's own hooks or is taken by
+        another function, or the spec has no arguments.
     """
 
     def declare(function: _F) -> _F:
-        named = name or function.__name__
-        if not getattr(spec, f"{PROJECT_NAME}_spec", None):
-            hookspec(spec)
+        named = function.__name__ if name is None else name
+        if not named.isidentifier():
+            raise ValueError(f"operation name must be a Python identifier, got {named!r}")
+        if hasattr(_hookspecs, f"spacr_accel_{named}"):
+            # The contract's own hooks (what a plugin is, probing, warming) are no operation's: a row
+            # named so would make every plugin manager refuse its specification, and every dispatch fail.
+            raise ValueError(f"operation {named!r}: spacr_accel_{named} is one of the contract's own hooks")
         if not inspect.signature(spec).parameters:
             raise ValueError(f"operation {named!r}: its spec {spec.__qualname__} takes no arguments")
-        row = Operation(named, function, spec, function.__module__.rsplit(".", 1)[-1].lstrip("_"), check, adapt,
-                        dict(optional or {}), task, reference, agree, small, bench, dask)
+        if not getattr(spec, f"{PROJECT_NAME}_spec", None):
+            hookspec(spec)
+        row = Operation(named, function, spec, check, adapt, dict(optional or {}), task, reference, agree, small,
+                        bench, dask)
         with _declaring:
             held = OPERATIONS.get(named)
             if held is not None and _identity(held.function) != _identity(function):
@@ -207,6 +213,13 @@ def _identity(function: Callable[..., Any]) -> str:
     return f"{function.__module__}.{function.__qualname__}"
 
 
-def hook_specifications() -> type:
-    """The operations' hook specifications as one namespace pluggy's ``add_hookspecs`` reads."""
-    return type("OperationHooks", (), {row.hook: staticmethod(row.spec) for row in tuple(OPERATIONS.values())})
+def declared() -> tuple[Operation, ...]:
+    """Every row declared so far, read at one moment: a reader that walks the rows more than once (the
+    registry's build) sees one table even while another thread declares an operation."""
+    with _declaring:
+        return tuple(OPERATIONS.values())
+
+
+def hook_specifications(rows: tuple[Operation, ...]) -> type:
+    """The hook specifications of ``rows`` as one namespace pluggy's ``add_hookspecs`` reads."""
+    return type("OperationHooks", (), {row.hook: staticmethod(row.spec) for row in rows})

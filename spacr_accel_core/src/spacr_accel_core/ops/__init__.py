@@ -41,15 +41,20 @@ from __future__ import annotations
 from ..contract._registration import Registration
 from ..dispatch._registry import REGISTRY
 from ..operations._checks import _options
+
+# The families in the order the table lists their rows (the doctor's capabilities, the bench): the
+# order they are imported in here, which is why it is not left to an import sorter.
+# isort: off
 from ._filters import gaussian_filter, gaussian_laplace, maximum_filter, minimum_filter
-from ._landmarks import TriangleMatch, match_triangles, spaced_peaks
-from ._levels import clip_to_percentiles, normalise_to_percentile, percentiles, rescale_fields
-from ._neighbours import CHUNK, mutual_nearest_neighbours, nearest_neighbours
 from ._peaks import local_maxima, window_maxima
+from ._products import matmul
+from ._neighbours import CHUNK, mutual_nearest_neighbours, nearest_neighbours
+from ._registration import phase_correlate
 from ._planes import spot_score, translate
 from ._points import attribute_reads, count_within
-from ._products import matmul
-from ._registration import phase_correlate
+from ._levels import clip_to_percentiles, normalise_to_percentile, percentiles, rescale_fields
+from ._landmarks import TriangleMatch, match_triangles, spaced_peaks
+# isort: on
 
 __all__ = [
     "CHUNK", "Registration", "TriangleMatch", "accelerated_backends", "attribute_reads",
