@@ -1,6 +1,6 @@
 """A new operation takes one module in the core and one module per backend: a toy one, added here
-the way ``docs/contributing.md`` says, is seen by dispatch, the conformance suite, the Dask layer,
-the doctor and the bench with no other change anywhere.
+the way ``docs/contributing.md`` says, is seen by dispatch, the conformance suite, the Dask layer
+(on a real ``distributed.LocalCluster``), the doctor and the bench with no other change anywhere.
 
 The toy runs in a fresh interpreter (the operation table is per process, and this one's must stay
 the core's own), from two files written here: ``toy_levels.py``, the operation (its hook's
@@ -116,13 +116,18 @@ names = ["numpy", "toyback"]
 report = _bench._one_case(case, names, 1, 1.0, _bench.Progress(None, 4), _bench._implemented(names))
 seen["bench"] = [report["input"], [(r["backend"], r["status"], r["agrees"]) for r in report["results"]]]
 
-import dask
 import dask.array as da
+from distributed import Client, LocalCluster
 from spacr_accel_core import dask as accel_dask
 stack = da.from_array(np.random.default_rng(0).random((4, 6, 5), dtype=np.float32), chunks=(1, 3, 5))
-with dask.config.set(scheduler="synchronous"):
+# a real cluster, its worker in this process (where the toy backend is registered), fields split
+# across blocks so that each block is given whole fields
+with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, \
+        Client(cluster) as client, accel_dask.tally(client) as served:
     on_dask = accel_dask.above_minimum(stack).compute()
 seen["dask"] = bool(np.array_equal(on_dask, toy_levels.reference(stack.compute())))
+rows = served.report.served
+seen["dask_served"] = sorted({backend for _, operation, backend, _ in rows if operation == "above_minimum"})
 print(json.dumps(seen))
 '''
 
@@ -166,7 +171,7 @@ def test_a_toy_operation_is_seen_by_dispatch_the_doctor_the_bench_and_dask(toy: 
     assert seen["plugin"] == [["above_minimum"]], seen["plugin"]
     label, rows = seen["bench"]
     assert label == "64x64 float32" and ["toyback", "ok", True] in rows, seen["bench"]
-    assert seen["dask"] is True
+    assert seen["dask"] is True and seen["dask_served"] == ["toyback"], seen
 
 
 def test_the_conformance_suite_runs_the_toy_operation_on_its_backend(toy: Path) -> None:
