@@ -177,6 +177,30 @@ def test_one_item_at_a_time_is_the_same_answer(monkeypatch: pytest.MonkeyPatch,
     _same_match(want, got)
 
 
+def test_without_vecdot_the_lengths_keep_the_norms_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NumPy 1 has no ``np.vecdot``: each side's length is then its ``(1, n) @ (n, 1)`` product's
+    root, to the bit ``np.linalg.norm`` of the side (the per-item call) and ``vecdot``'s where NumPy
+    has it, on sides whose dot product rounds apart from a plain sum of squares where BLAS fuses;
+    the probe still holds, and the floor's answer is the reference's."""
+    rng = np.random.default_rng(11)
+    sides = rng.normal(scale=173.0, size=(4000, 3, 2)) + rng.integers(0, 500, size=(4000, 3, 2))
+    norms = np.array([[np.linalg.norm(side) for side in triangle] for triangle in sides])
+    stacked = _triangles._lengths(sides)
+    monkeypatch.delattr(np, "vecdot", raising=False)
+    without = _triangles._lengths(sides)
+    assert np.array_equal(without.view(np.int64), norms.view(np.int64))
+    assert np.array_equal(without.view(np.int64), stacked.view(np.int64))
+    with np.errstate(all="ignore"):
+        assert _triangles._probe()
+    source, target = _triangles._probe_points()
+    want = _reference_or_refusal(source, target, 0.02)
+    assert want is not None
+    with monkeypatch.context() as patched:
+        patched.setattr(_triangles, "batches_match_single_calls", lambda: True)
+        got = ops.match_triangles(source, target, tolerance=0.02, backend="numpy")
+    _same_match(want, got)
+
+
 def test_an_anchor_pair_is_spacrs_consensus() -> None:
     merge = pytest.importorskip("spacr.ops_merge", reason="spaCR is not installed")
     from spacr_accel_core.testing import anchor_field

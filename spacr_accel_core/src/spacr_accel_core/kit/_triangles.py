@@ -16,7 +16,9 @@ applied to a stack:
 
 - a side's length is ``sqrt`` of the vector's dot product with itself, which ``np.linalg.norm``
   takes from BLAS's ``ddot`` (fused multiply-adds where the BLAS kernel uses them, so ``x*x + y*y``
-  is not it); ``np.vecdot`` calls the same ``dot`` loop per row;
+  is not it); ``np.vecdot`` (NumPy 2) calls the same ``dot`` loop per row, and so does, before
+  NumPy 2, ``matmul`` of each row as a ``(1, n) @ (n, 1)`` product (a one-element answer is that
+  loop, not ``gemm``);
 - ``np.argsort`` along the last axis sorts each row as a 1-D call sorts it (ties included: integer
   pixel centres make isosceles triangles common);
 - a stack of ``(2, 3) @ (3, 2)`` and ``(2, 2) @ (2, 2)`` products is NumPy's loop of the same BLAS
@@ -53,8 +55,20 @@ scale is defined for coincident points)."""
 
 
 def _lengths(vectors: np.ndarray) -> np.ndarray:
-    """Each row's Euclidean length, as ``np.linalg.norm`` gives one row: ``sqrt(dot(v, v))``."""
-    lengths: np.ndarray = np.sqrt(np.vecdot(vectors, vectors))
+    """Each row's Euclidean length, as ``np.linalg.norm`` gives one row: ``sqrt(dot(v, v))``.
+
+    ``np.vecdot`` is NumPy 2's; the packages also run on NumPy 1, where each row is a
+    ``(1, n) @ (n, 1)`` product, which NumPy's ``matmul`` hands to the same ``dot`` loop with the
+    row's own strides (neither ``einsum`` nor a sum of squares rounds as that loop does). Both give
+    ``np.linalg.norm``'s bits, and the probe of :func:`batches_match_single_calls` holds either to
+    them.
+    """
+    vecdot = getattr(np, "vecdot", None)
+    if vecdot is not None:
+        squared = vecdot(vectors, vectors)
+    else:
+        squared = np.matmul(vectors[..., None, :], vectors[..., :, None])[..., 0, 0]
+    lengths: np.ndarray = np.sqrt(squared)
     return lengths
 
 
