@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable
 from typing import Any
@@ -391,6 +394,33 @@ def test_the_bench_times_every_operation_of_the_table() -> None:
     from spacr_accel_core.operations._operations import OPERATIONS
 
     assert [case.operation for case in _bench.cases(quick=True)] == list(OPERATIONS)
+
+
+def test_without_scipy_the_landmarks_are_skipped_and_the_rest_still_built() -> None:
+    """SciPy is not the core's dependency: where it cannot be imported, building the cases does not
+    crash. ``spaced_peaks``' input (a smoothed plane's maxima) is not built, and every backend is
+    reported skipped with the reason; ``match_triangles``' is built, and each forced call is
+    refused with the reason (``BackendUnavailable``, a skip, not a problem); the other operations'
+    inputs are built as before."""
+    code = textwrap.dedent("""
+        import json, sys
+        sys.modules["scipy"] = None
+        from spacr_accel_core.commands import _bench
+        made = {case.operation: case for case in _bench.cases(quick=True)}
+        out = {"built": sorted(name for name, case in made.items() if case.args and not case.unavailable)}
+        for name in ("spaced_peaks", "match_triangles"):
+            entry = _bench._one_case(made[name], ["numpy"], 2, 1.0, _bench.Progress(None, 3))
+            out[name] = [(row["status"], row["reason"], row["agrees"]) for row in entry["results"]]
+        print(json.dumps(out))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert set(out["built"]) == set(OPERATIONS) - {"spaced_peaks"}
+    for name in ("spaced_peaks", "match_triangles"):
+        [(status, reason, agrees)] = out[name]
+        assert status == "skipped" and agrees is None, (name, reason)
+        assert "BackendUnavailable" in reason and "pip install scipy" in reason, (name, reason)
 
 
 class ProbeOnly:

@@ -7,6 +7,9 @@ installed."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -199,6 +202,29 @@ def test_without_vecdot_the_lengths_keep_the_norms_bits(monkeypatch: pytest.Monk
         patched.setattr(_triangles, "batches_match_single_calls", lambda: True)
         got = ops.match_triangles(source, target, tolerance=0.02, backend="numpy")
     _same_match(want, got)
+
+
+def test_without_scipy_the_triangles_are_refused_naming_what_to_install() -> None:
+    """SciPy is not the core's dependency: in a process where it cannot be imported, the core still
+    imports, a side of fewer than three points is still answered (no triangle, no SciPy), and a call
+    that needs Delaunay's triangles is refused with the contract's ``BackendUnavailable`` naming
+    ``pip install scipy``, not a ``ModuleNotFoundError`` from deep inside the call."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["scipy"] = None
+        import numpy as np
+        from spacr_accel_core import BackendUnavailable, ops
+        print("few", ops.match_triangles(np.zeros((2, 2)), np.ones((1, 2))).votes)
+        try:
+            ops.match_triangles(np.array([[0.0, 0.0], [4.0, 1.0], [1.0, 5.0]]), np.eye(3, 2) * 7.0)
+        except BackendUnavailable as exc:
+            print("refused", exc)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "few 0" in done.stdout
+    refused = done.stdout.split("refused ", 1)[-1]
+    assert "Delaunay" in refused and "pip install scipy" in refused, done.stdout
 
 
 def test_an_anchor_pair_is_spacrs_consensus() -> None:

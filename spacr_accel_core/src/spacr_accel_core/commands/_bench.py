@@ -74,6 +74,8 @@ class Case:
         timed: rules (the NaN rule) that a backend may answer by declining, so they must not
         decide whether it is timed at all.
     :param keywords: keyword arguments of the op (``threshold=`` for the peaks).
+    :param unavailable: why the input could not be built here (a library it needs is missing:
+        SciPy, for the landmarks family's); every backend is then reported skipped with it.
     """
 
     operation: str
@@ -82,6 +84,7 @@ class Case:
     compare: Callable[[Any, Any], tuple[bool, str]]
     checks: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     keywords: tuple[tuple[str, Any], ...] = ()
+    unavailable: str = ""
 
 
 def cases(quick: bool, seed: int = 0) -> list[Case]:
@@ -91,14 +94,23 @@ def cases(quick: bool, seed: int = 0) -> list[Case]:
     :param quick: smaller inputs, for a check that finishes in seconds.
     :param seed: the random seed, so two runs time the same data (each operation's input drawn from
         its own stream of it).
-    :returns: one case per operation, in the table's order.
+    :returns: one case per operation, in the table's order; an operation whose input needs what is
+        not installed here (its ``bench`` raised a ``RuntimeError`` or an ``ImportError``) is a case
+        with :attr:`Case.unavailable` set, so one missing library never stops the bench.
     """
     made = []
     for operation in tuple(OPERATIONS.values()):
         # Each operation draws from its own stream (the seed and its name), so its input for a seed
         # is the same whatever else the table holds and in whatever order.
         rng = np.random.default_rng([seed, zlib.crc32(operation.name.encode())])
-        example = operation.bench(quick, rng)
+        try:
+            example = operation.bench(quick, rng)
+        except (RuntimeError, ImportError) as exc:
+            # Its input needs what this copy lacks (SciPy is not the core's dependency): the
+            # operation is a row of skipped backends with the reason, and the others still run.
+            made.append(Case(operation.name, "its input could not be built here", (), operation.agree,
+                             unavailable=_describe(exc)))
+            continue
         made.append(Case(operation.name, example.label, example.args, operation.agree, checks=example.checks,
                          keywords=example.keywords))
     return made
@@ -270,6 +282,11 @@ def _one_case(case: Case, names: Sequence[str], repeats: int, budget: float, bar
     for name in names:
         rows[name] = {"backend": name, "status": "skipped", "device": None, "reason": "", "agrees": None,
                       "detail": "", "warmup_s": None, "best_s": None, "times_s": [], "speedup": None}
+        if case.unavailable:  # no input to call it on: nothing to check or time
+            bar.step(f"{case.operation} on {name}: no input")
+            rows[name]["reason"] = f"no input: {case.unavailable}"
+            bar.drop(repeats)
+            continue
         if name in implemented and case.operation not in implemented[name]:
             bar.step(f"{case.operation} on {name}: not implemented")
             rows[name]["reason"] = f"does not implement {case.operation}"
@@ -283,6 +300,8 @@ def _one_case(case: Case, names: Sequence[str], repeats: int, budget: float, bar
             rows[name].update(warmup_s=seconds, device=devices.of(name))
         else:  # skipped, faulty or broken: it has no repeats to count
             bar.drop(repeats)
+    if case.unavailable:
+        return {"operation": case.operation, "input": case.label, "results": list(rows.values())}
     floor = reference()
     expected = None if floor is None else answers.get(floor)
     against = ""

@@ -6,16 +6,22 @@ WHY THE CORE TRIANGULATES. Which triangles a point set has is SciPy's ``Delaunay
 point set Qhull refuses (collinear points) is the caller's input, not a backend's failure: the core
 triangulates once, refuses such a set with a ``ValueError`` naming it, and hands every backend the
 same simplices, so no backend repeats the call or can answer with other triangles.
+
+WHY SCIPY IS IMPORTED ON FIRST USE. The core depends on NumPy and pluggy alone; the triangles (and
+the bench's smoothed plane) are SciPy's. A copy without SciPy imports and serves every other
+operation, and a call that needs it is refused with :class:`BackendUnavailable` naming what to
+install (a ``RuntimeError``: the bench reports the operation as skipped, not broken).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
 import numpy as np
 
-from ..contract._errors import describe
+from ..contract._errors import BackendUnavailable, describe
 from ._checks import _F32, _I64, _integer, _numeric, _scalar, _shown
 from ._results import Example
 
@@ -40,6 +46,20 @@ NO_TRIANGLES.setflags(write=False)
 
 
 # ---- the input checks -----------------------------------------------------------------------------
+
+
+def _scipy(module: str, needed_for: str) -> Any:
+    """SciPy's ``scipy.<module>``, imported on first use.
+
+    :param module: ``spatial`` or ``ndimage``.
+    :param needed_for: what needs it, in words, for the message.
+    :raises BackendUnavailable: SciPy is not installed here (the message says what to install).
+    """
+    try:
+        return importlib.import_module(f"scipy.{module}")
+    except ImportError as exc:
+        raise BackendUnavailable(f"{needed_for} needs SciPy (scipy.{module}), which cannot be imported here "
+                                 f"({describe(exc)}): pip install scipy") from exc
 
 
 def landmark_points(points: Any, name: str) -> np.ndarray:
@@ -81,14 +101,14 @@ def delaunay_triangles(points: np.ndarray, name: str) -> np.ndarray:
     :param name: the caller's argument name, for the message.
     :returns: C-contiguous ``(M, 3)`` indices into ``points`` (SciPy's dtype), read-only.
     :raises ValueError: Qhull cannot triangulate the points (all on one line, say).
+    :raises BackendUnavailable: SciPy is not installed (fewer than three points need no SciPy).
     """
     if points.shape[0] < 3:
         return NO_TRIANGLES
-    from scipy.spatial import Delaunay, QhullError
-
+    spatial = _scipy("spatial", "match_triangles' Delaunay triangles")
     try:
-        simplices = np.ascontiguousarray(Delaunay(points).simplices)
-    except QhullError as exc:
+        simplices = np.ascontiguousarray(spatial.Delaunay(points).simplices)
+    except spatial.QhullError as exc:
         raise ValueError(f"{name}: Qhull cannot triangulate these points ({describe(exc)})") from None
     simplices.setflags(write=False)
     return simplices
@@ -210,9 +230,11 @@ def small_spacing() -> Example:
 
 def bench_spacing(quick: bool, rng: np.random.Generator) -> Example:
     """spaCR's phenotype plane as ``nuclear_points`` spaces it: the stain smoothed at sigma 3, its
-    local maxima of 17-pixel windows above the 99th percentile, ``min_distance=8``."""
-    from scipy import ndimage
+    local maxima of 17-pixel windows above the 99th percentile, ``min_distance=8``.
 
+    :raises BackendUnavailable: SciPy is not installed (the bench reports the operation as skipped).
+    """
+    ndimage = _scipy("ndimage", "spaced_peaks' bench input (a smoothed plane's maxima)")
     side, nuclei = (512, 75) if quick else (2960, 2500)
     smooth = ndimage.gaussian_filter(_nuclear_stain(side, nuclei, rng), 3.0)
     floor = np.percentile(smooth, 99.0)

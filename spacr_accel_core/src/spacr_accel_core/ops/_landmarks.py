@@ -205,6 +205,8 @@ def match_triangles(source: Any, target: Any, *, tolerance: Any = 0.02, gpu: Any
     :raises ValueError: not ``(N, 2)`` rows, a NaN or an infinity among them, a point set Qhull
         cannot triangulate (all on one line), or a negative, NaN or infinite ``tolerance``.
     :raises TypeError: points or ``tolerance`` not real numbers.
+    :raises BackendUnavailable: SciPy is not installed (the core triangulates with its ``Delaunay``):
+        the message says what to install.
     """
     src = landmark_points(source, "source")
     dst = landmark_points(target, "target")
