@@ -1,5 +1,7 @@
 """Registration's shared pieces: the one-axis transforms against SciPy's 2-D calls, the runs of pairs
-grouped by reference, and the distinct reference fields the core hands a backend."""
+grouped by reference (``reference_runs``, ``correlation_runs``), the walk a backend hands one pair's
+arithmetic to (``correlate_by_reference``, against the floor's own walk), and the distinct reference
+fields the core hands a backend."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from hypothesis import strategies as st
 from scipy import fft
 
 from spacr_accel_core.contract._registration import reference_fields
-from spacr_accel_core.toolkit import correlate_by_reference, cpu_threads, real_spectrum, real_surface, reference_runs
+from spacr_accel_core.kit import _spectra
+from spacr_accel_core.toolkit import (
+    correlate_by_reference,
+    correlation_runs,
+    cpu_threads,
+    real_spectrum,
+    real_surface,
+    reference_runs,
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -59,6 +69,46 @@ def test_each_pair_is_computed_from_its_own_reference(pairing: list[int], seed: 
     peaks, ratios = correlate_by_reference(first, second, index, pair)
     np.testing.assert_array_equal(peaks, index)
     np.testing.assert_array_equal(ratios, second.sum(axis=(1, 2)))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_correlate_by_reference_is_the_floors_phase_correlate(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handed the floor's arithmetic for one pair, the kit's walk answers what the floor's own walk
+    answers, bit for bit, on a stack whose references are shared out of order (the runs cut across
+    a reference's pairs, the later runs on the kit's pool)."""
+    floor = pytest.importorskip("spacr_accel_numpy._registration_kernels")
+    monkeypatch.setattr(_spectra, "cpu_threads", lambda: threads)
+    rng = np.random.default_rng(5)
+    first = rng.normal(size=(3, 24, 30)).astype(np.float32)
+    pairing = np.array([2, 0, 0, 1, 2, 2, 0, 1, 2], dtype=np.int64)
+    moved = np.roll(first[pairing], shift=(3, -5), axis=(1, 2))
+    second = (moved + rng.normal(scale=0.3, size=moved.shape)).astype(np.float32)
+    want_peaks, want_ratios = floor.phase_correlate(first, second, pairing)
+    peaks, ratios = correlate_by_reference(first, second, pairing, floor._pair)
+    assert peaks.dtype == np.int64 and ratios.dtype == np.float64
+    np.testing.assert_array_equal(peaks, want_peaks)
+    np.testing.assert_array_equal(ratios.view(np.int64), want_ratios.view(np.int64))
+    assert len({int(peak) for peak in peaks}) == 1  # the control: every pair found the same shift
+
+
+@pytest.mark.parametrize(("threads", "pairs", "side"), [(1, 7, 16), (4, 7, 16), (4, 1, 16), (4, 1, 512),
+                                                        (1, 1, 512), (3, 2, 512)])
+def test_correlation_runs_share_whole_pairs_or_split_a_lone_big_one(threads: int, pairs: int, side: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several pairs on several threads: runs of whole pairs grouped by reference, one thread per
+    transform; a lone pair, or one thread: one run, its transforms on every thread where the field
+    pays for the hand-off (:data:`SPLIT_PIXELS`), else on one."""
+    monkeypatch.setattr(_spectra, "cpu_threads", lambda: threads)
+    pairing = np.array([3, 0, 1, 0, 3, 2, 1][:pairs], dtype=np.int64)
+    runs = correlation_runs(pairing, side * side)
+    together = np.concatenate([numbers for numbers, _ in runs])
+    assert sorted(together.tolist()) == list(range(pairs))
+    assert all((np.diff(pairing[numbers]) >= 0).all() for numbers, _ in runs)
+    if pairs == 1 or threads == 1:
+        assert len(runs) == 1
+        assert runs[0][1] == (threads if side * side >= _spectra.SPLIT_PIXELS else 1)
+    else:
+        assert 1 < len(runs) <= min(threads, pairs) and all(workers == 1 for _, workers in runs)
 
 
 def _check_fields(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

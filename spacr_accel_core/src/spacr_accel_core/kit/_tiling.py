@@ -177,13 +177,20 @@ def settled(futures: Iterable[Future[Any]]) -> Iterator[None]:
     shared output, which the caller may not read, nor free, before they are done.
 
     :raises: the body's exception if it raised; else the first exception a part raised, in the
-        order of ``futures``.
+        order of ``futures`` (a part cancelled before it ran: ``CancelledError``, its share of the
+        output unwritten).
     """
     waiting = list(futures)
     try:
         yield
     finally:
-        problems = [future.exception() for future in waiting]  # wait for all, whatever happened
+        # Wait for all, whatever happened: asking a cancelled part for its exception raises at once,
+        # which would leave the parts after it running while the caller frees their output.
+        from concurrent.futures import CancelledError, wait  # imported already: the parts are its futures
+
+        wait(waiting)
+        problems = [CancelledError("a part was cancelled before it ran") if future.cancelled()
+                    else future.exception() for future in waiting]
     for problem in problems:
         if problem is not None:
             raise problem
