@@ -22,7 +22,8 @@ uniform grid (a cell list), for 1 to 3 coordinates.
 WHY A GRID. spaCR's centroids cover a field about evenly; a grid of ~2 targets per cell answers
 a source from its own ring of cells (9 in 2-D, 27 in 3-D, fewer after skipping those already
 farther than the best), with no tree to walk. Built by one counting sort, it answered 100,000 x
-100,000 in 2-D in about half pykdtree's time, exactly (``benchmarks/bench_peers.py``).
+100,000 in 2-D in about half pykdtree's time, exactly (the peers' ``nearest`` rows:
+``python benchmarks/bench_science.py --only nearest``).
 
 SOURCES FAR AWAY, OR IN AN EMPTY HOLE. A source's walk starts at the ring of the nearest cell
 that holds a target, leaps along each ring over empty stretches, and stops once every cell beyond
