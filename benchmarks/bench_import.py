@@ -25,6 +25,7 @@ import os
 import statistics
 import subprocess
 import sys
+from typing import Any
 
 from _timing import rounds, side_by_side  # the benchmarks' one timer, beside this file
 
@@ -51,11 +52,11 @@ def _env() -> dict[str, str]:
             if not k.startswith("SPACR_ACCEL") and k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def sample() -> dict[str, object]:
+def sample() -> dict[str, Any]:
     code = f"UNNEEDED = {UNNEEDED!r}\n{CHILD}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
                           check=True, timeout=300)
-    answer: dict[str, object] = json.loads(done.stdout)
+    answer: dict[str, Any] = json.loads(done.stdout)  # the child's JSON: numbers and a list
     return answer
 
 
@@ -111,9 +112,9 @@ def main() -> None:
     args.repeat = args.repeat or 11
     sample()  # writes the bytecode caches, as an installed copy has them
     samples = rounds({"sample": sample}, args.repeat)["sample"]
-    numpy_ms = statistics.median(float(s["numpy"]) for s in samples) * 1e3  # type: ignore[arg-type]
-    ops_ms = statistics.median(float(s["ops"]) for s in samples) * 1e3  # type: ignore[arg-type]
-    unneeded = sorted({m for s in samples for m in s["unneeded"]})  # type: ignore[attr-defined]
+    numpy_ms = statistics.median(float(s["numpy"]) for s in samples) * 1e3
+    ops_ms = statistics.median(float(s["ops"]) for s in samples) * 1e3
+    unneeded = sorted({m for s in samples for m in s["unneeded"]})
     print(f"import numpy: {numpy_ms:.1f} ms; import spacr_accel_core.ops after it: {ops_ms:.1f} ms "
           f"over NumPy (median of {args.repeat} fresh interpreters; target: at most 50 ms)")
     print(f"imported though a plain call does not need it: {', '.join(unneeded) or 'nothing'}")

@@ -52,14 +52,14 @@ def usable_stand_in() -> Iterator[Callable[..., str]]:
 
     def add(plugin: types.ModuleType, name: str, *hooks: str) -> str:
         module = types.ModuleType(f"{name}_stand_in")
-        module.SPACR_ACCEL_PLUGIN = replace(plugin.SPACR_ACCEL_PLUGIN, name=name,  # type: ignore[attr-defined]
+        module.SPACR_ACCEL_PLUGIN = replace(plugin.SPACR_ACCEL_PLUGIN, name=name,  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
                                             priority=1000.0)
 
         @hookimpl
         def spacr_accel_backend_info() -> BackendInfo:
             return BackendInfo(usable=True)
 
-        module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]
+        module.spacr_accel_backend_info = spacr_accel_backend_info  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
         for hook in hooks:
             setattr(module, hook, getattr(plugin, hook))
         spacr_accel_core.register(module, name)

@@ -42,7 +42,7 @@ def test_kinds_are_the_seeds_in_order_of_preference() -> None:
 def test_the_record_is_frozen() -> None:
     found = Accelerator(kind="cpu", device="cpu", label="CPU")
     with pytest.raises(AttributeError):
-        found.kind = "cuda"  # type: ignore[misc]
+        found.kind = "cuda"  # type: ignore[misc]  # the assignment a frozen record must refuse
 
 
 @given(accelerators)
@@ -193,7 +193,7 @@ def test_capabilities_with_a_given_accelerator_neither_resolve_nor_probe(
         plug: Plug, prober_class: Any, kinds: dict[str, Accelerator]) -> None:
     prober = plug(prober_class(kinds["cuda"]), "fake")
     rows = accelerator.capabilities(kinds["xpu"])
-    assert prober.calls == []  # type: ignore[attr-defined]
+    assert prober.calls == []  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     assert _machine._CACHE.accelerator is None
     assert rows[0] == ("Segmentation (Cellpose)", True, "on Intel Arc A770")
 
@@ -217,7 +217,7 @@ def test_plugins_append_capability_rows_and_broken_ones_are_skipped(
     plug(Rows([("Stitching", False, "CPU")]), "c")
     rows = accelerator.capabilities(kinds["cuda"])
     assert rows[-2:] == (("Live backdrop", True, "GPU shader"), ("Stitching", False, "CPU"))
-    assert good.seen == [kinds["cuda"]]  # type: ignore[attr-defined]
+    assert good.seen == [kinds["cuda"]]  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 @given(accelerators)
@@ -262,12 +262,12 @@ def test_empty_cache_returns_the_call_made_and_skips_broken_plugins(
     plug(Emptier(None), "b")
     last = plug(Emptier("torch.cuda.empty_cache()"), "c")
     assert accelerator.empty_cache() == "torch.cuda.empty_cache()"
-    assert last.seen == [(None, kinds["rocm"])]  # type: ignore[attr-defined]
+    assert last.seen == [(None, kinds["rocm"])]  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     # With a handle of its own, the caller is answered about THAT torch, metadata only.
     stand_in = types.SimpleNamespace()
     assert accelerator.empty_cache(stand_in) == "torch.cuda.empty_cache()"
-    assert prober.calls[-1] == (stand_in, False, True)  # type: ignore[attr-defined]
-    assert last.seen[-1] == (stand_in, kinds["rocm"])  # type: ignore[attr-defined]
+    assert prober.calls[-1] == (stand_in, False, True)  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
+    assert last.seen[-1] == (stand_in, kinds["rocm"])  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 def test_empty_cache_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:

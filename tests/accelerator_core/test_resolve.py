@@ -34,14 +34,14 @@ def test_the_first_usable_answer_wins_and_later_probers_are_not_asked(
     first = plug(prober_class(kinds["rocm"]), "a_first")
     second = plug(prober_class(kinds["cuda"]), "b_second")
     assert accelerator.resolve(refresh=True) == kinds["rocm"]
-    assert len(first.calls) == 1  # type: ignore[attr-defined]
-    assert second.calls == []  # type: ignore[attr-defined]
+    assert len(first.calls) == 1  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
+    assert second.calls == []  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 def test_resolve_passes_no_torch_and_asks_for_names_and_cuda(plug: Plug, prober_class: Any) -> None:
     prober = plug(prober_class(None), "fake")
     accelerator.resolve(refresh=True)
-    assert prober.calls == [(None, True, True)]  # type: ignore[attr-defined]
+    assert prober.calls == [(None, True, True)]  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 def test_a_detected_but_unusable_answer_is_kept_when_nothing_is_usable(
@@ -118,12 +118,12 @@ def test_the_answer_is_cached_until_refresh(plug: Plug, prober_class: Any,
     prober = plug(prober_class(kinds["cuda"]), "fake")
     first = accelerator.resolve()
     assert accelerator.resolve() is first
-    assert len(prober.calls) == 1  # type: ignore[attr-defined]
+    assert len(prober.calls) == 1  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     accelerator.resolve(refresh=True)
-    assert len(prober.calls) == 2  # type: ignore[attr-defined]
+    assert len(prober.calls) == 2  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     spacr_accel_core.refresh()
     accelerator.resolve()
-    assert len(prober.calls) == 3  # type: ignore[attr-defined]
+    assert len(prober.calls) == 3  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 def test_thirty_two_threads_at_once_probe_exactly_once(plug: Plug, prober_class: Any,
@@ -147,7 +147,7 @@ def test_thirty_two_threads_at_once_probe_exactly_once(plug: Plug, prober_class:
     for thread in threads:
         thread.join()
     assert errors == []
-    assert len(prober.calls) == 1  # type: ignore[attr-defined]
+    assert len(prober.calls) == 1  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     assert len(answers) == 32 and all(a is answers[0] for a in answers)
     assert answers[0] == kinds["cuda"]
 
@@ -166,7 +166,7 @@ def test_a_probe_that_hangs_is_abandoned_and_named(plug: Plug, prober_class: Any
     assert found.kind == "cpu"
     assert "'a_hanging' device probe did not answer within 0.2 s" in found.note
     assert accelerator.ENV_PROBE_TIMEOUT in found.note
-    assert after.calls == []  # type: ignore[attr-defined]
+    assert after.calls == []  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 def test_the_cpu_words_in_spacr_device_skip_every_prober(plug: Plug, prober_class: Any,
@@ -179,7 +179,7 @@ def test_the_cpu_words_in_spacr_device_skip_every_prober(plug: Plug, prober_clas
         assert (found.kind, found.device) == ("cpu", "cpu")
         assert f"forced by SPACR_DEVICE={word.strip()}" == found.note
         assert accelerator.inspect_torch(types.SimpleNamespace()).kind == "cpu"
-    assert prober.calls == []  # type: ignore[attr-defined]
+    assert prober.calls == []  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     monkeypatch.setenv("SPACR_DEVICE", "auto")
     assert accelerator.resolve(refresh=True) == kinds["cuda"]
 
@@ -189,12 +189,12 @@ def test_inspect_torch_passes_the_module_and_leaves_the_cache_alone(
     prober = plug(prober_class(kinds["xpu"]), "fake")
     stand_in = types.SimpleNamespace(name="stand-in")
     assert accelerator.inspect_torch(stand_in, device_names=False, include_cuda=False) == kinds["xpu"]
-    assert prober.calls == [(stand_in, False, False)]  # type: ignore[attr-defined]
+    assert prober.calls == [(stand_in, False, False)]  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     assert _machine._CACHE.accelerator is None
-    prober.answer = kinds["cuda"]  # type: ignore[attr-defined]
+    prober.answer = kinds["cuda"]  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
     assert accelerator.resolve() == kinds["cuda"]
     assert accelerator.inspect_torch(stand_in) == kinds["cuda"]
-    assert len(prober.calls) == 3  # type: ignore[attr-defined]
+    assert len(prober.calls) == 3  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 def test_inspect_torch_without_a_module_answers_the_cpu(plug: Plug, prober_class: Any,
@@ -202,7 +202,7 @@ def test_inspect_torch_without_a_module_answers_the_cpu(plug: Plug, prober_class
     prober = plug(prober_class(kinds["cuda"]), "fake")
     found = accelerator.inspect_torch(None)
     assert found.kind == "cpu" and "no torch module" in found.note
-    assert prober.calls == []  # type: ignore[attr-defined]
+    assert prober.calls == []  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record
 
 
 def test_a_broken_registry_still_answers_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:

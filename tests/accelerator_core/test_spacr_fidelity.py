@@ -62,7 +62,7 @@ def test_override_restores_even_when_the_block_raises(kinds: dict[str, Accelerat
 
 
 def test_override_refuses_what_is_not_an_accelerator() -> None:
-    with pytest.raises(TypeError, match="found must be an Accelerator"), accelerator.override("cuda:0"):  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="found must be an Accelerator"), accelerator.override("cuda:0"):  # type: ignore[arg-type]  # a wrong type on purpose: its refusal is the test
         pass
 
 

@@ -227,16 +227,16 @@ def stand_in_cupy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     cupy = types.ModuleType("cupy")
     runtime = types.SimpleNamespace(getDeviceCount=count, memGetInfo=lambda: (1 << 30, 2 << 30))
-    cupy.cuda = types.SimpleNamespace(runtime=runtime)  # type: ignore[attr-defined]
-    cupy.get_default_memory_pool = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]
+    cupy.cuda = types.SimpleNamespace(runtime=runtime)  # type: ignore[attr-defined]  # a stand-in CuPy module: the test gives it its attributes
+    cupy.get_default_memory_pool = lambda: types.SimpleNamespace(  # type: ignore[attr-defined]  # a stand-in CuPy module: the test gives it its attributes
         free_bytes=lambda: 0, free_all_blocks=lambda: None)
-    cupy.asarray = np.asarray  # type: ignore[attr-defined]
-    cupy.asnumpy = np.asarray  # type: ignore[attr-defined]
+    cupy.asarray = np.asarray  # type: ignore[attr-defined]  # a stand-in CuPy module: the test gives it its attributes
+    cupy.asnumpy = np.asarray  # type: ignore[attr-defined]  # a stand-in CuPy module: the test gives it its attributes
     cupyx = types.ModuleType("cupyx")
     scipy = types.ModuleType("cupyx.scipy")
     ndimage = types.ModuleType("cupyx.scipy.ndimage")
-    cupyx.scipy = scipy  # type: ignore[attr-defined]
-    scipy.ndimage = ndimage  # type: ignore[attr-defined]
+    cupyx.scipy = scipy  # type: ignore[attr-defined]  # a stand-in CuPy module: the test gives it its attributes
+    scipy.ndimage = ndimage  # type: ignore[attr-defined]  # a stand-in CuPy module: the test gives it its attributes
     for name, module in (("cupy", cupy), ("cupyx", cupyx), ("cupyx.scipy", scipy),
                          ("cupyx.scipy.ndimage", ndimage), ("cupy._core", None),
                          ("cupy._core._routines_linalg", None)):

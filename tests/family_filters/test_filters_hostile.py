@@ -35,7 +35,7 @@ def test_a_kernel_no_array_can_hold_is_refused_before_any_backend(backend: str |
     assert_same_field(call(FIELD, 1.0, backend=backend),
                       getattr(ndi, operation)(FIELD, 1.0, axes=(-2, -1)))
     if backend is not None:
-        assert last_dispatch().backend == backend  # type: ignore[union-attr]
+        assert last_dispatch().backend == backend  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
 
 
 def test_the_largest_radius_is_an_allocation_not_an_input_error() -> None:
@@ -53,7 +53,7 @@ def test_the_largest_radius_is_an_allocation_not_an_input_error() -> None:
 def test_numbers_beyond_float64_are_named(keywords: dict[str, object], name: str) -> None:
     """``float(10**400)`` raised a bare OverflowError that named nothing."""
     with pytest.raises(ValueError, match=f"{name} must be finite"):
-        ops.gaussian_filter(FIELD, **keywords)  # type: ignore[arg-type]
+        ops.gaussian_filter(FIELD, **keywords)  # type: ignore[arg-type]  # keywords of odd types on purpose: how they are read is the test
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -189,7 +189,7 @@ def test_sigma_zero_is_scipys_copy() -> None:
     field = np.array([[1.5, -0.0], [np.inf, 2.0]], np.float32)
     same_bits(ops.gaussian_filter(field, 0), scipy_gaussian(field, 0, 4.0, "reflect", False))
     same_bits(ops.gaussian_laplace(field, 0.0), scipy_gaussian(field, 0, 4.0, "reflect", True))
-    assert spacr_accel_core.last_dispatch().backend == "core"  # type: ignore[union-attr]
+    assert spacr_accel_core.last_dispatch().backend == "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
 
 
 # ---- CuPy's algorithms, on the host through its NumPy kit -----------------------------------------

@@ -46,5 +46,5 @@ def test_threaded_bands_on_large_fields(shape: tuple[int, int], size: int) -> No
     field = rng.standard_normal(shape).astype(np.float32)
     field[rng.random(shape) < 1e-4] = np.nan
     got = ops.maximum_filter(field, size, backend="numba")
-    assert last_dispatch().backend == "numba"  # type: ignore[union-attr]
+    assert last_dispatch().backend == "numba"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     assert got.tobytes() == ops.maximum_filter(field, size, backend="numpy").tobytes()

@@ -95,7 +95,7 @@ def test_what_needs_no_backend_is_answered_by_the_core() -> None:
     for points, distance in (([], 1), (np.argwhere(field > 3), 3)):
         got = ops.spaced_peaks(field, points, distance)
         assert got.shape == (0, 2) and got.dtype == np.int64
-        assert last_dispatch().backend == "core"  # type: ignore[union-attr]
+        assert last_dispatch().backend == "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
 
 
 @pytest.mark.parametrize(("field", "points", "distance", "error", "words"), [
@@ -245,7 +245,7 @@ def test_a_side_without_triangles_has_no_vote() -> None:
         got = ops.match_triangles(source, target)
         assert got.votes == 0 and math.isnan(got.scale)
         assert np.isnan(got.rotation).all() and np.isnan(got.translation).all()
-        assert last_dispatch().backend == "core"  # type: ignore[union-attr]
+        assert last_dispatch().backend == "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
 
 
 @pytest.mark.parametrize(("source", "tolerance", "error", "words"), [

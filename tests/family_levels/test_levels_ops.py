@@ -99,7 +99,7 @@ def test_the_level_sets_refuse_bad_input() -> None:
 
 def test_no_fields_and_no_percentiles_are_the_cores_answers() -> None:
     assert ops.percentiles(np.ones((0, 3, 3)), [10.0, 20.0]).shape == (0, 2)
-    assert last_dispatch() is not None and last_dispatch().backend == "core"  # type: ignore[union-attr]
+    assert last_dispatch() is not None and last_dispatch().backend == "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     _same(ops.percentiles(np.ones((2, 3, 3)), []), reference.percentiles(np.ones((2, 3, 3)), []))
     assert ops.rescale_fields(np.ones((0, 2, 2), np.float32), 1.0, 0.0, 1.0).shape == (0, 2, 2)
 
@@ -135,7 +135,7 @@ def test_cupy_here_falls_through_for_real() -> None:
     with pytest.raises(RuntimeError):
         ops.percentiles(stack, [0.0, 90.0], backend="cupy")
     _same(ops.percentiles(stack, [0.0, 90.0]), reference.percentiles(stack, [0.0, 90.0]))
-    assert last_dispatch().backend != "cupy"  # type: ignore[union-attr]
+    assert last_dispatch().backend != "cupy"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
 
 
 def test_dask_is_bit_identical_for_every_chunking() -> None:

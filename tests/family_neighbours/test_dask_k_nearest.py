@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 da = pytest.importorskip("dask.array")
 
 from spacr_accel_core import dask as sad  # noqa: E402  (after the importorskip above)
-from spacr_accel_core import ops  # noqa: E402
+from spacr_accel_core import ops  # noqa: E402  (after the importorskip above, as the import before it)
 
 
 @settings(max_examples=25, deadline=None)

@@ -176,7 +176,7 @@ def test_no_call_compiles_after_the_warm_up() -> None:
     for source, points in ((far, target), (read_only, read_only), (far[:, :1].copy(), target[:, :1].copy()),
                            (np.c_[far, far[:, :1]], np.c_[target, target[:, :1]])):
         ops.nearest_neighbours(source, points, backend="numba")
-        assert last_dispatch().backend == "numba"  # type: ignore[union-attr]
+        assert last_dispatch().backend == "numba"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
         spacr_accel_numba.nearest(source, points)
     for dtype in (np.float32, np.float64):
         wide = rng.standard_normal((300, 16)).astype(dtype)

@@ -58,7 +58,7 @@ def test_nearest_centroids_at_scale_match_the_floor(width: int) -> None:
     source = rng.uniform(0, 2048, (60_000, width)).astype(np.float32)
     target = (source + rng.normal(0, 0.5, source.shape)).astype(np.float32)[rng.permutation(60_000)]
     index, distance = ops.nearest_neighbours(source, target, backend="numba")
-    assert last_dispatch().backend == "numba"  # type: ignore[union-attr]
+    assert last_dispatch().backend == "numba"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     floor_index, floor_distance = ops.nearest_neighbours(source, target, backend="numpy")
     assert np.array_equal(index, floor_index)
     assert distance.tobytes() == floor_distance.tobytes()
@@ -74,7 +74,7 @@ def test_wide_points_match_the_floor_and_the_reference(width: int) -> None:
     cluster[::37] = rng.normal(0, 1e4, (len(cluster[::37]), width))  # beside far outliers
     for s, t in ((source, target), (target[:500], target), (cluster, cluster[::-1]), (source[:1], target[:1])):
         index, distance = ops.nearest_neighbours(s, t, backend="numba")
-        assert last_dispatch().backend == "numba"  # type: ignore[union-attr]
+        assert last_dispatch().backend == "numba"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
         expected_index, expected_distance = reference_nearest(s, t)
         assert np.array_equal(index, expected_index)
         assert distance.tobytes() == expected_distance.tobytes()

@@ -47,7 +47,7 @@ def _with_tiles(rows: int, columns: int, held: int, run: Callable[[], None]) -> 
 
 def _matches_reference(source: np.ndarray, target: np.ndarray) -> None:
     index, distance = ops.nearest_neighbours(source, target, backend="numba")
-    assert last_dispatch().backend == "numba"  # type: ignore[union-attr]
+    assert last_dispatch().backend == "numba"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     expected_index, expected_distance = reference_nearest(source, target)
     assert np.array_equal(index, expected_index)
     assert distance.tobytes() == expected_distance.tobytes()
@@ -72,7 +72,7 @@ def test_a_minimum_that_falls_in_every_tile_keeps_only_the_last_candidates() -> 
 
     def counted(*args: object) -> None:
         again.append(len(args[1]))  # type: ignore[arg-type]  # the rows searched again
-        real(*args)  # type: ignore[arg-type]
+        real(*args)  # type: ignore[arg-type]  # the kernel's own arguments, passed on as received
 
     def run() -> None:
         with pytest.MonkeyPatch.context() as patch:
@@ -98,7 +98,7 @@ def test_ties_in_different_tiles_go_to_the_lowest_index_and_overflow_searches_ag
 
     def recorded(*args: object) -> None:
         again.append(np.asarray(args[1]).copy())
-        real(*args)  # type: ignore[arg-type]
+        real(*args)  # type: ignore[arg-type]  # the kernel's own arguments, passed on as received
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_neighbours_kernels, "_search_again", recorded)

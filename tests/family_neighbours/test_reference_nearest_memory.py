@@ -77,4 +77,4 @@ def test_empty_sets_keep_their_answers() -> None:
 def test_memory_must_be_a_positive_number_of_bytes(memory: object) -> None:
     points = np.ones((2, 2), np.float32)
     with pytest.raises(ValueError, match="memory"):
-        reference_nearest(points, points, memory=memory)  # type: ignore[arg-type]
+        reference_nearest(points, points, memory=memory)  # type: ignore[arg-type]  # a wrong type on purpose: its refusal is the test

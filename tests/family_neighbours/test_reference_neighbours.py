@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -148,14 +149,14 @@ def test_hamming_refuses_other_dtypes() -> None:
     (lambda: reference.k_nearest(np.zeros(2), np.zeros((1, 2)), 1), "source must be 2-D"),
     (lambda: reference.mutual_nearest(np.zeros((1, 2)), np.zeros((1, 2)), metric="cosine"), "metric"),
 ])
-def test_bad_input_is_a_value_error_naming_the_argument(call: object, message: str) -> None:
+def test_bad_input_is_a_value_error_naming_the_argument(call: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        call()  # type: ignore[operator]
+        call()
 
 
 def test_k_must_be_an_integer() -> None:
     with pytest.raises(TypeError, match="k must be an integer"):
-        reference.k_nearest(np.zeros((1, 2)), np.zeros((1, 2)), 1.0)  # type: ignore[arg-type]
+        reference.k_nearest(np.zeros((1, 2)), np.zeros((1, 2)), 1.0)  # type: ignore[arg-type]  # a wrong type on purpose: its refusal is the test
 
 
 @settings(max_examples=60, deadline=None)

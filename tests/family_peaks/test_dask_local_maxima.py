@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 da = pytest.importorskip("dask.array")
 
 from spacr_accel_core import dask as sad  # noqa: E402  (after the importorskip above)
-from spacr_accel_core import ops  # noqa: E402
+from spacr_accel_core import ops  # noqa: E402  (after the importorskip above, as the import before it)
 
 
 @st.composite

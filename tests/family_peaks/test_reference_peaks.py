@@ -94,4 +94,4 @@ def test_bad_input() -> None:
     with pytest.raises(ValueError, match="size"):
         reference.local_maxima(np.zeros((2, 2)), 0)
     with pytest.raises(TypeError, match="size"):
-        reference.local_maxima(np.zeros((2, 2)), 3.0)  # type: ignore[arg-type]
+        reference.local_maxima(np.zeros((2, 2)), 3.0)  # type: ignore[arg-type]  # a wrong type on purpose: its refusal is the test

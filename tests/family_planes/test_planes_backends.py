@@ -4,6 +4,8 @@ split between threads, the floor's bands of rows (a last band of one pixel joine
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -16,6 +18,9 @@ from spacr_accel_core.testing._planes import (
     spacr_translate,
     translation_cases,
 )
+
+if TYPE_CHECKING:
+    from spacr_accel_torch._runtime import Device
 
 
 def _scorable(stack: np.ndarray) -> np.ndarray | None:
@@ -69,7 +74,7 @@ def test_cupy_score_in_bands_of_one_row(monkeypatch: pytest.MonkeyPatch) -> None
     assert same_bits(_planes_kernels.spot_score(kit, stack), spacr_score(stack))
 
 
-def _torch_cpu() -> object:
+def _torch_cpu() -> Device:
     pytest.importorskip("torch")
     from spacr_accel_torch._runtime import cpu_target
 
@@ -83,7 +88,7 @@ def test_torch_score_on_the_cpu_is_numpys(stack: np.ndarray) -> None:
 
     data = _scorable(stack)
     if data is not None:
-        assert same_bits(_planes_kernels.spot_score(data, _torch_cpu()), spacr_score(stack))  # type: ignore[arg-type]
+        assert same_bits(_planes_kernels.spot_score(data, _torch_cpu()), spacr_score(stack))
 
 
 def test_torch_translates_dtypes_torch_cannot_name() -> None:
@@ -94,7 +99,7 @@ def test_torch_translates_dtypes_torch_cannot_name() -> None:
         stack = rng.integers(0, 2, size=(3, 6, 7)).astype(dtype)
         shifts = np.array([[1, -2], [-6, 0], [0, 7]])
         want = np.stack([spacr_translate(stack[i], *shifts[i]) for i in range(3)])
-        assert _planes_kernels.translate(stack, shifts, _torch_cpu()).tobytes() == want.tobytes()  # type: ignore[arg-type]
+        assert _planes_kernels.translate(stack, shifts, _torch_cpu()).tobytes() == want.tobytes()
 
 
 def test_torch_score_declines_where_float32_is_not_promised_ieee() -> None:

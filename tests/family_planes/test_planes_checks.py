@@ -63,12 +63,12 @@ def test_whole_floats_huge_and_unsigned_shifts_are_taken() -> None:
 def test_the_core_answers_no_move_and_every_field_moved_out() -> None:
     stack = np.stack([FIELD, FIELD + 1])
     moved = ops.translate(stack, (0, 0))
-    assert last_dispatch().backend == "core" and moved is not stack  # type: ignore[union-attr]
+    assert last_dispatch().backend == "core" and moved is not stack  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     np.testing.assert_array_equal(moved, stack)
     assert not ops.translate(stack, [[5, 0], [0, -6]]).any()
     assert ops.translate(np.zeros((0, 4, 4), np.uint16), (1, 1)).shape == (0, 4, 4)
     half = ops.translate(stack, [[0, 0], [1, 1]])
-    assert last_dispatch().backend != "core"  # type: ignore[union-attr]
+    assert last_dispatch().backend != "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     np.testing.assert_array_equal(half[1], spacr_translate(stack[1], 1, 1))
 
 
@@ -84,7 +84,7 @@ def test_shifts_broadcast_per_cycle_against_the_leading_axes() -> None:
 def test_the_score_of_one_pixel_and_of_empty_axes_is_numpys() -> None:
     one = np.array([1e8, 1, 1, 1, 1, 1, 1, 1, 1, -1e8, 3, 5], np.float32).reshape(12, 1, 1, 1)
     assert same_bits(ops.spot_score(one), spacr_score(one))  # NumPy sums a lone pixel pairwise
-    assert last_dispatch().backend == "core"  # type: ignore[union-attr]
+    assert last_dispatch().backend == "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     for shape in ((0, 2, 3, 3), (3, 0, 3, 3), (1, 0, 2, 2), (3, 2, 0, 4)):
         assert same_bits(ops.spot_score(np.zeros(shape, np.float32)), spacr_score(np.zeros(shape, np.float32)))
 

@@ -5,6 +5,7 @@ and passed through for what the registry does not repeat."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,12 +22,13 @@ def _seam(name: str) -> tuple[dict[str, int], dict[str, int]]:
     return {}, {}
 
 
-def _unpatched(function_name: str, module_name: str) -> object:
+def _unpatched(function_name: str, module_name: str) -> Callable[..., Any]:
     import importlib
 
     patch.uninstall()
     try:
-        return getattr(importlib.import_module(module_name), function_name)
+        function: Callable[..., Any] = getattr(importlib.import_module(module_name), function_name)
+        return function
     finally:
         patch.install(check=True)
 
@@ -57,7 +59,7 @@ def test_translate_is_served_bit_for_bit(patched: None, usable_stand_in: Callabl
     for image, (dy, dx) in ((plane, (3, -5)), (stack, (-14, 9)), (np.nan_to_num(plane).astype(np.uint16), (0, 0)),
                             (stack, (148, 2)), (plane, (2.9, -1.2))):
         got = ops_cycles._translate(image, dy, dx)
-        assert got.dtype == image.dtype and got.tobytes() == own(image, dy, dx).tobytes()  # type: ignore[operator]
+        assert got.dtype == image.dtype and got.tobytes() == own(image, dy, dx).tobytes()
     served, passed = _seam("spacr.ops_cycles._translate")
     assert served == {"cardtorch": 3, "core": 2} and not passed, (served, passed)  # (0, 0) and past the edge: the core
 
@@ -82,7 +84,7 @@ def test_the_read_score_is_served_bit_for_bit(patched: None) -> None:
     own = _unpatched("estimate_read_locations", "spacr.ops_sbs")
     for data in (stack, stack[:1], stack.astype(np.float64), np.ascontiguousarray(stack[:, :, :1, :1])):
         got = ops_sbs.estimate_read_locations(data)
-        assert got.tobytes() == own(data).tobytes()  # type: ignore[operator]
+        assert got.tobytes() == own(data).tobytes()
     served, passed = _seam("spacr.ops_sbs.estimate_read_locations")
     # the two stacks holding the NaN make a NaN score: which NaN (its sign) is spaCR's NumPy's to say
     assert sum(served.values()) == 2 and sum(passed.values()) == 2

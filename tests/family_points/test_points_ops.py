@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -48,9 +49,10 @@ def _numba_ready() -> None:
     (lambda: ops.count_within(np.zeros((3, 2)), np.zeros((1, 2)), math.nan), ValueError, "radius"),
     (lambda: ops.count_within(np.zeros((3, 2)), np.zeros((1, 2)), "5"), TypeError, "radius"),
 ])
-def test_bad_input_is_refused_naming_the_argument(call: object, error: type[Exception], words: str) -> None:
+def test_bad_input_is_refused_naming_the_argument(call: Callable[[], object], error: type[Exception],
+                                                  words: str) -> None:
     with pytest.raises(error, match=words):
-        call()  # type: ignore[operator]
+        call()
 
 
 def test_empty_input_is_answered_by_the_core() -> None:
@@ -59,10 +61,10 @@ def test_empty_input_is_answered_by_the_core() -> None:
     owner, ambiguous = ops.attribute_reads(np.ones((3, 2)), np.zeros((0, 2)), [])
     np.testing.assert_array_equal(owner, -1)
     assert not ambiguous.any()
-    assert last_dispatch().backend == "core"  # type: ignore[union-attr]
+    assert last_dispatch().backend == "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     np.testing.assert_array_equal(ops.count_within(np.zeros((4, 0, 2)), np.zeros((3, 2)), 1.0), np.zeros(4))
     np.testing.assert_array_equal(ops.count_within(np.zeros((2, 5, 2)), np.zeros((0, 2)), 1.0), np.zeros(2))
-    assert last_dispatch().backend == "core"  # type: ignore[union-attr]
+    assert last_dispatch().backend == "core"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
 
 
 def test_one_set_gives_a_zero_dimensional_count_and_stacks_keep_their_shape() -> None:
@@ -155,7 +157,7 @@ def test_numba_defers_a_read_at_the_bound_to_the_tree(monkeypatch: pytest.Monkey
 
     def counting(peaks: np.ndarray, *args: object) -> tuple[np.ndarray, np.ndarray]:
         deferred.append(peaks.shape[0])
-        return real(peaks, *args)  # type: ignore[arg-type]
+        return real(peaks, *args)  # type: ignore[arg-type]  # the kernel's own arguments, passed on as received
 
     monkeypatch.setattr(_points_kernels, "attribute_by_tree", counting)
     peaks = np.array([[3.0, 4.0], [30.0, 30.0], [1.0, 1.0]])

@@ -29,9 +29,9 @@ def test_an_expected_shift_past_int64_is_refused_at_the_call() -> None:
                                                  (1.0, {"tolerance": 10**400, "min_peak_ratio": np.array(2)})])
 def test_phase_correlate_on_dask_is_the_in_memory_rule(scale: float, keywords: dict[str, object]) -> None:
     with dask.config.set(scheduler="sync"):
-        found = sad.phase_correlate(lazy(FIELDS * scale), lazy(MOVED * scale), **keywords)  # type: ignore[arg-type]
+        found = sad.phase_correlate(lazy(FIELDS * scale), lazy(MOVED * scale), **keywords)  # type: ignore[arg-type]  # keywords of odd types on purpose: how they are read is the test
         got = {name: np.asarray(getattr(found, name).compute()) for name in ("dy", "dx", "peak_ratio", "accepted")}
-    want = ops.phase_correlate(FIELDS * scale, MOVED * scale, **keywords)  # type: ignore[arg-type]
+    want = ops.phase_correlate(FIELDS * scale, MOVED * scale, **keywords)  # type: ignore[arg-type]  # keywords of odd types on purpose: how they are read is the test
     for name, value in got.items():
         np.testing.assert_array_equal(value, getattr(want, name))
     np.testing.assert_array_equal(got["dy"], [-2, -2])

@@ -52,7 +52,7 @@ def test_phase_correlate_refuses_non_finite_pixels(bad: float) -> None:
 ])
 def test_phase_correlate_refuses_bad_options(keywords: dict[str, object], error: type, words: str) -> None:
     with pytest.raises(error, match=words):
-        ops.phase_correlate(PAIR[0], PAIR[1], **keywords)  # type: ignore[arg-type]
+        ops.phase_correlate(PAIR[0], PAIR[1], **keywords)  # type: ignore[arg-type]  # keywords of odd types on purpose: how they are read is the test
 
 
 def test_an_empty_stack_of_pairs_is_the_cores_answer() -> None:
@@ -65,7 +65,7 @@ def test_the_record_is_frozen_and_gives_the_shift() -> None:
     found = ops.phase_correlate(first, np.roll(first, (2, -3), axis=(0, 1)))
     assert isinstance(found, Registration) and found.shift == (-2, 3)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        found.dy = 0  # type: ignore[misc]
+        found.dy = 0  # type: ignore[misc]  # the assignment a frozen record must refuse
     integers = ops.phase_correlate((first * 100).astype(np.int32), np.roll((first * 100).astype(np.int32), 1, 0))
     assert integers.shift == (-1, 0)
 

@@ -50,7 +50,7 @@ def test_a_zero_d_tolerance_is_the_number_it_holds() -> None:
 def test_bounds_beyond_float64_are_infinite(keywords: dict[str, object], accepted: bool) -> None:
     """Past float64's range a tolerance or a ratio floor is larger than every shift or ratio, as
     ``max_distance`` is: it raised a bare OverflowError."""
-    assert ops.phase_correlate(PAIR, SHIFTED, **keywords).accepted is accepted  # type: ignore[arg-type]
+    assert ops.phase_correlate(PAIR, SHIFTED, **keywords).accepted is accepted  # type: ignore[arg-type]  # keywords of odd types on purpose: how they are read is the test
 
 
 # ---- phase_correlate: the fields' scale --------------------------------------------------------

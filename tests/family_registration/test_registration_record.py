@@ -31,7 +31,7 @@ def test_two_fields_give_spacrs_record() -> None:
     assert found != dataclasses.replace(found, dx=3)
     assert found != dataclasses.replace(found, backend="numba")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        found.dy = 5  # type: ignore[misc]
+        found.dy = 5  # type: ignore[misc]  # the assignment a frozen record must refuse
 
 
 def test_two_stacks_compare_by_value() -> None:

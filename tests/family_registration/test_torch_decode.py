@@ -50,7 +50,7 @@ def test_a_device_without_float64_is_never_sent_one(monkeypatch: pytest.MonkeyPa
 
     def recording(array: np.ndarray, device: object = None) -> object:
         sent.append(array.dtype)
-        return original(array, device)  # type: ignore[arg-type]
+        return original(array, device)  # type: ignore[arg-type]  # the kernel's own arguments, passed on as received
 
     monkeypatch.setattr(_registration_kernels, "tensor", recording)
     first = np.random.default_rng(2).random((2, 12, 12))

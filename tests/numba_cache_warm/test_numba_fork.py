@@ -102,10 +102,10 @@ def test_a_child_gets_back_the_numba_locks_a_lost_thread_held() -> None:
     assert lines == ["child 42 0"]
 
 
-def test_a_fork_that_finds_no_safe_moment_leaves_numba_out_of_the_child(tmp_path: os.PathLike[str]) -> None:
+def test_a_fork_that_finds_no_safe_moment_leaves_numba_out_of_the_child(tmp_path: pathlib.Path) -> None:
     # The warm-up is stuck in an import for longer than a fork waits: the child cannot import
     # that module again (its lock belongs to the lost thread), so it uses the floor, at once.
-    (tmp_path / "slow_module.py").write_text("import time\ntime.sleep(4)\n")  # type: ignore[operator]
+    (tmp_path / "slow_module.py").write_text("import time\ntime.sleep(4)\n")
     lines = _run(f"""
         import os, sys, time
         import numpy as np

@@ -22,8 +22,8 @@ from spacr_accel_core.patch import _served
 from spacr_accel_core.patch._startup import modes_from
 
 
-def _run(args: list[str], **options: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, check=False, capture_output=True, text=True, **options)  # type: ignore[call-overload]
+def _run(args: list[str], **options: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, check=False, capture_output=True, text=True, **options)
 
 
 SEAMS = (("spacr.ops_accel", "maximum_filter"), ("spacr.ops_accel", "matmul"),
@@ -157,16 +157,17 @@ PASSED = [
 
 
 @pytest.mark.parametrize(("seam", "call", "reason"), PASSED, ids=[f"{row[0]}: {row[2]}" for row in PASSED])
-def test_each_refused_argument_goes_to_spacr_with_its_reason(served_only: None, seam: str, call: object,
+def test_each_refused_argument_goes_to_spacr_with_its_reason(served_only: None, seam: str,
+                                                              call: Callable[[dict[str, Any]], object],
                                                               reason: str) -> None:
     from spacr import ops_accel, ops_register, ops_sbs
 
     modules = {"accel": ops_accel, "register": ops_register, "sbs": ops_sbs}
-    patched = call(modules)  # type: ignore[operator]
+    patched = call(modules)
     rows = [row for row in patch.report().seams if row.seam.endswith(seam)]
     assert rows and not rows[0].served and any(reason in text for text, _n, _s in rows[0].passed), rows
     patch.uninstall()
-    assert repr(call(modules)) == repr(patched)  # type: ignore[operator]
+    assert repr(call(modules)) == repr(patched)
 
 
 @pytest.mark.parametrize(("function", "arguments", "reason"), [

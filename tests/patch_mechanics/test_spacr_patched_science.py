@@ -25,7 +25,7 @@ def _served(seam: str) -> int:
 def _decode(field: object) -> dict[str, object]:
     from spacr import ops_engine
 
-    result = dict(ops_engine._decode_field(field.task))  # type: ignore[attr-defined]
+    result = dict(ops_engine._decode_field(field.task))  # type: ignore[attr-defined]  # a spaCR field record, typed as object here
     result.pop("seconds")
     return result
 
@@ -82,7 +82,7 @@ def test_a_registration_made_patched_pickles_and_equals_spacrs(patched: None) ->
     first = rng.random((96, 130)).astype(np.float32)
     second = np.roll(first, (4, -9), axis=(0, 1))
     found = ops_register.phase_correlate(first, second, gpu=False)
-    original = ops_register.phase_correlate.__wrapped__  # type: ignore[attr-defined]
+    original = ops_register.phase_correlate.__wrapped__  # type: ignore[attr-defined]  # the patch's wrapper keeps spaCR's own function as __wrapped__ (functools.wraps)
     expected = original(first, second, gpu=False)
     assert type(found) is ops_register.Registration and found == expected  # spaCR's record, "numpy" included
     again = pickle.loads(pickle.dumps(found))

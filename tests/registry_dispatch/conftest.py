@@ -70,13 +70,13 @@ def make_plugin(
     """
     module = types.ModuleType(f"spacr_accel_test_plugin_{name}")
     calls: Counter[str] = Counter()
-    module.calls = calls  # type: ignore[attr-defined]
+    module.calls = calls  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     if declaration is _DECLARE:
         declaration = Declaration(name=name, priority=priority, accelerated=accelerated, try_last=try_last,
                                   field_dtypes=field_dtypes, positive_zeros=positive_zeros, stacks=stacks,
                                   api_version=api_version)
     if declaration is not None:
-        module.SPACR_ACCEL_PLUGIN = declaration  # type: ignore[attr-defined]
+        module.SPACR_ACCEL_PLUGIN = declaration  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
 
     if describes:
         def spacr_accel_backend_info() -> Any:
@@ -85,38 +85,38 @@ def make_plugin(
                 return info()
             return BackendInfo(usable=usable, note=note)
 
-        module.spacr_accel_backend_info = hookimpl(spacr_accel_backend_info)  # type: ignore[attr-defined]
+        module.spacr_accel_backend_info = hookimpl(spacr_accel_backend_info)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
 
     if matmul is not None:
         def spacr_accel_matmul(first: np.ndarray, second: np.ndarray) -> Any:
             calls["matmul"] += 1
             return matmul(first, second)
 
-        module.spacr_accel_matmul = hookimpl(spacr_accel_matmul)  # type: ignore[attr-defined]
+        module.spacr_accel_matmul = hookimpl(spacr_accel_matmul)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     if maximum_filter is not None:
         def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> Any:
             calls["maximum_filter"] += 1
             return maximum_filter(field, size)
 
-        module.spacr_accel_maximum_filter = hookimpl(spacr_accel_maximum_filter)  # type: ignore[attr-defined]
+        module.spacr_accel_maximum_filter = hookimpl(spacr_accel_maximum_filter)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     if nearest_neighbours is not None:
         def spacr_accel_nearest_neighbours(source: np.ndarray, target: np.ndarray, chunk: int) -> Any:
             calls["nearest_neighbours"] += 1
             return nearest_neighbours(source, target, chunk)
 
-        module.spacr_accel_nearest_neighbours = hookimpl(spacr_accel_nearest_neighbours)  # type: ignore[attr-defined]
+        module.spacr_accel_nearest_neighbours = hookimpl(spacr_accel_nearest_neighbours)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     if local_maxima is not None:
         def spacr_accel_local_maxima(field: np.ndarray, size: int, threshold: Any) -> Any:
             calls["local_maxima"] += 1
             return local_maxima(field, size, threshold)
 
-        module.spacr_accel_local_maxima = hookimpl(spacr_accel_local_maxima)  # type: ignore[attr-defined]
+        module.spacr_accel_local_maxima = hookimpl(spacr_accel_local_maxima)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     if warm_up is not None:
         def spacr_accel_warm_up(timeout: float) -> Any:
             calls["warm_up"] += 1
             return warm_up(timeout)
 
-        module.spacr_accel_warm_up = hookimpl(spacr_accel_warm_up)  # type: ignore[attr-defined]
+        module.spacr_accel_warm_up = hookimpl(spacr_accel_warm_up)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     return module
 
 

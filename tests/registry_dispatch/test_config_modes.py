@@ -109,7 +109,7 @@ def test_only_serves_when_the_named_backend_answers(kit, private, numpy_plugin):
 def test_only_needs_a_bool_and_without_names_restricts_nothing(private, pair):
     with config.override(only=True):  # no list to keep to: every backend may still run
         assert served(private, "matmul") == "alpha"
-    with pytest.raises(TypeError, match="only must be True or False"), config.override(only="yes"):  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="only must be True or False"), config.override(only="yes"):  # type: ignore[arg-type]  # a wrong type on purpose: its refusal is the test
         pass
 
 

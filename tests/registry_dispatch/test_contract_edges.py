@@ -23,8 +23,8 @@ SECOND = np.arange(4, dtype=np.float32).reshape(2, 2)
 def declared(name: str, priority: float, *, accelerated: bool = False, **hooks: Any) -> types.ModuleType:
     """A plugin of today's contract: a static declaration, hooks as given, every call counted."""
     module = types.ModuleType(f"spacr_accel_test_{name}")
-    module.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=priority, accelerated=accelerated)  # type: ignore[attr-defined]
-    module.calls = Counter()  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=priority, accelerated=accelerated)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
+    module.calls = Counter()  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     for hook, function in hooks.items():
         setattr(module, f"spacr_accel_{hook}", hookimpl(function))
     return module
@@ -234,9 +234,9 @@ def hung(monkeypatch: pytest.MonkeyPatch):
     for style in ("declared", "undeclared"):
         module = types.ModuleType(f"hung_{style}")
         if style == "declared":
-            module.SPACR_ACCEL_PLUGIN = Declaration(name="hung", priority=900.0)  # type: ignore[attr-defined]
-        module.spacr_accel_backend_info = hookimpl(info)  # type: ignore[attr-defined]
-        module.spacr_accel_matmul = hookimpl(lambda first, second: np.zeros((1, 1), np.float32))  # type: ignore[attr-defined]
+            module.SPACR_ACCEL_PLUGIN = Declaration(name="hung", priority=900.0)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
+        module.spacr_accel_backend_info = hookimpl(info)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
+        module.spacr_accel_matmul = hookimpl(lambda first, second: np.zeros((1, 1), np.float32))  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
         setattr(plugin, style, module)
     yield plugin
     release.set()
@@ -290,12 +290,12 @@ def test_a_hung_backend_info_does_not_block_other_threads(private, numpy_plugin,
 @pytest.mark.parametrize("priority", [np.float32(600), np.int64(600), 600])
 def test_numpy_scalar_priorities_are_numbers(private, priority):
     module = types.ModuleType("scalar")
-    module.SPACR_ACCEL_PLUGIN = Declaration(name="scalar", priority=priority)  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name="scalar", priority=priority)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
 
     def matmul(first: np.ndarray, second: np.ndarray) -> np.ndarray:
         return np.matmul(first, second)
 
-    module.spacr_accel_matmul = hookimpl(matmul)  # type: ignore[attr-defined]
+    module.spacr_accel_matmul = hookimpl(matmul)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     private.register(module, "scalar")
     row = next(r for r in private.plugins() if r.name == "scalar")
     assert (row.status, row.priority, type(row.priority)) == ("ok", 600.0, float)
@@ -442,7 +442,7 @@ def test_a_wrong_answer_for_one_field_of_a_stack_is_that_plugins_fault(kit, priv
         return np.zeros((1, 2), np.int32)
 
     plugin = kit.make_plugin("narrow", maximum_filter=lambda f, s: np.zeros(f.shape, np.float32))
-    plugin.spacr_accel_local_maxima = hookimpl(peaks)  # type: ignore[attr-defined]
+    plugin.spacr_accel_local_maxima = hookimpl(peaks)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     private.register(plugin, "narrow")
     private.register(numpy_plugin, "numpy")
     with pytest.raises(PluginFault, match="field 0 of the stack"):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import numpy as np
 import pytest
@@ -58,7 +59,7 @@ def assert_right_answer(operation: str, result: object) -> None:
         assert isinstance(result, np.ndarray) and result.dtype == np.float32
         np.testing.assert_array_equal(result, expected_product())
     elif operation == "nearest_neighbours":
-        index, distance = result  # type: ignore[misc]
+        index, distance = result  # type: ignore[misc]  # result is nearest_neighbours' (index, distance) pair in this branch
         want_index, want_distance = expected_nearest()
         np.testing.assert_array_equal(index, want_index)
         assert index.dtype == np.int64 and distance.dtype == np.float32
@@ -89,7 +90,7 @@ FAULTS = [
 ]
 
 
-def hook_for(kit, behaviour: object):  # type: ignore[no-untyped-def]
+def hook_for(kit: Any, behaviour: object) -> Any:
     return kit.raising(behaviour) if isinstance(behaviour, BaseException) else kit.returning(behaviour)
 
 
@@ -248,7 +249,7 @@ def test_backend_info_of_the_wrong_type_is_a_fault(kit, plug):
         == "backend_info returned {'name': 'odd', 'priority': 1}, not BackendInfo(usable=bool, note=str)"
 
 
-@pytest.mark.parametrize("answer", [BackendInfo(usable="yes"), BackendInfo(note=3), None])  # type: ignore[arg-type]
+@pytest.mark.parametrize("answer", [BackendInfo(usable="yes"), BackendInfo(note=3), None])  # type: ignore[arg-type]  # a wrong type on purpose: its refusal is the test
 def test_backend_info_with_fields_of_the_wrong_type_is_a_fault(kit, plug, answer):
     odd = plug(kit.make_plugin("odd", info=lambda: answer, matmul=kit.reference_matmul), "odd")
     row = next(p for p in spacr_accel_core.plugins() if p.name == "odd")

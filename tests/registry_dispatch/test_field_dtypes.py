@@ -17,15 +17,15 @@ NARROW = (np.uint8, np.int8, np.uint16, np.int16)
 def filtering(name: str, field_dtypes: Any = ()) -> types.ModuleType:
     """A plugin of priority 500 whose filter records the dtype and writability of every field it gets."""
     module = types.ModuleType(f"spacr_accel_test_{name}")
-    module.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=500.0, field_dtypes=field_dtypes)  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=500.0, field_dtypes=field_dtypes)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     seen: list[tuple[np.dtype[Any], bool]] = []
-    module.seen = seen  # type: ignore[attr-defined]
+    module.seen = seen  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
 
     def spacr_accel_maximum_filter(field: np.ndarray, size: int) -> np.ndarray:
         seen.append((field.dtype, field.flags.writeable))
         return reference_maximum_filter(field, size)
 
-    module.spacr_accel_maximum_filter = hookimpl(spacr_accel_maximum_filter)  # type: ignore[attr-defined]
+    module.spacr_accel_maximum_filter = hookimpl(spacr_accel_maximum_filter)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     return module
 
 
@@ -124,7 +124,7 @@ def test_camera_fields_are_registered_as_float32_the_same_registration(private, 
     """A raw camera stack reaches phase_correlate's plugin as float32 (exact: half the bytes of a
     float64 copy), other integers as float64, and the registration is the one float64 gives."""
     module = types.ModuleType("spacr_accel_test_registering")
-    module.SPACR_ACCEL_PLUGIN = Declaration(name="registering", priority=500.0)  # type: ignore[attr-defined]
+    module.SPACR_ACCEL_PLUGIN = Declaration(name="registering", priority=500.0)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     seen: list[np.dtype[Any]] = []
 
     def spacr_accel_phase_correlate(first: np.ndarray, second: np.ndarray,
@@ -134,7 +134,7 @@ def test_camera_fields_are_registered_as_float32_the_same_registration(private, 
         seen.append(first.dtype)
         return _registration_kernels.phase_correlate(first, second, pairing)
 
-    module.spacr_accel_phase_correlate = hookimpl(spacr_accel_phase_correlate)  # type: ignore[attr-defined]
+    module.spacr_accel_phase_correlate = hookimpl(spacr_accel_phase_correlate)  # type: ignore[attr-defined]  # a stand-in module: the test gives it its attributes
     private.register(module, "registering")
     private.register(numpy_plugin, "numpy")
     base = _camera(np.uint16).astype(np.int64)[None].repeat(3, axis=0)

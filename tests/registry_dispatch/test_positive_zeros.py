@@ -20,7 +20,7 @@ class NegativeZeros:
 
     def __init__(self, name: str, declared: object = False) -> None:
         self.name = name
-        self.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=500.0, positive_zeros=declared)  # type: ignore[arg-type]
+        self.SPACR_ACCEL_PLUGIN = Declaration(name=name, priority=500.0, positive_zeros=declared)  # type: ignore[arg-type]  # any value on purpose: the declaration's own check judges it
         self.returned: list[np.ndarray] = []
 
     @hookimpl
@@ -40,7 +40,7 @@ _ZEROS = np.zeros((6, 7), np.float32)
 def test_an_undeclared_plugin_gets_the_pass(plug: Plug) -> None:
     plugin = plug(NegativeZeros("plain"), "plain")
     got = ops.maximum_filter(_ZEROS, 3)
-    assert last_dispatch().backend == "plain"  # type: ignore[union-attr]
+    assert last_dispatch().backend == "plain"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     assert not np.signbit(got).any()
     assert got is plugin.returned[-1]  # type: ignore[attr-defined]  # written in place: it was the plugin's own
 
@@ -61,11 +61,11 @@ def test_a_declaration_that_is_neither_a_bool_nor_operation_names_makes_the_plug
     assert row.status == "faulty"
     assert "SPACR_ACCEL_PLUGIN.positive_zeros is 'yes', not True, False or a set of operation names" in row.reason
     got = ops.maximum_filter(_ZEROS, 3)
-    assert last_dispatch().backend != "vague"  # type: ignore[union-attr]
+    assert last_dispatch().backend != "vague"  # type: ignore[union-attr]  # a call was just made, so last_dispatch() holds its record
     assert not np.signbit(got).any()
 
 
 def test_an_integer_field_needs_no_pass(plug: Plug) -> None:
     plugin = plug(NegativeZeros("plain"), "plain")
     got = ops.maximum_filter(np.zeros((6, 7), np.uint16), 3)
-    assert got is plugin.returned[-1]  # type: ignore[attr-defined]
+    assert got is plugin.returned[-1]  # type: ignore[attr-defined]  # plug() hands the plugin back as object: the stand-in's own record

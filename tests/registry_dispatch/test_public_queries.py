@@ -38,4 +38,6 @@ def test_last_served_is_the_last_dispatchs_backend_and_waiting_list(kit, plug):
     ops.matmul(FIRST, SECOND, backend="numpy")
     assert last_served() == ("numpy", ())
     ops.maximum_filter(np.ones((4, 4), np.float32), 1)  # a window of one pixel: the core's own answer
-    assert last_served() == (last_dispatch().backend, ()) == ("core", ())  # type: ignore[union-attr]
+    record = last_dispatch()
+    assert record is not None
+    assert last_served() == (record.backend, ()) == ("core", ())

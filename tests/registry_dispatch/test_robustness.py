@@ -24,7 +24,7 @@ PRODUCT = (FIRST.astype(np.float64) @ SECOND.astype(np.float64)).astype(np.float
         ({"priority": float("nan")}, "SPACR_ACCEL_PLUGIN.priority is nan, not a finite number"),
         ({"priority": True}, "SPACR_ACCEL_PLUGIN.priority is True, not a finite number"),
         ({"accelerated": "yes"}, "SPACR_ACCEL_PLUGIN.accelerated is 'yes', not True or False"),
-        ({"declaration": Declaration(name=7)}, "SPACR_ACCEL_PLUGIN.name is 7, not a non-empty string"),  # type: ignore[arg-type]
+        ({"declaration": Declaration(name=7)}, "SPACR_ACCEL_PLUGIN.name is 7, not a non-empty string"),  # type: ignore[arg-type]  # a wrong type on purpose: its refusal is the test
         ({"declaration": BackendInfo()}, "SPACR_ACCEL_PLUGIN is BackendInfo(usable=True, note=''), not a "),
         ({"info": lambda: {"name": "bad", "priority": 5.0}}, "not BackendInfo(usable=bool, note=str)"),
     ],

@@ -28,7 +28,8 @@ import numpy as np
 from spacr_accel_core.table import Example, WholeFields, dispatch, operation
 
 
-def spacr_accel_above_minimum(stack: np.ndarray) -> np.ndarray:  # type: ignore[empty-body]
+def spacr_accel_above_minimum(  # type: ignore[empty-body]  # a specification: its docstring, no body
+        stack: np.ndarray) -> np.ndarray:
     """Each pixel minus its field's minimum, in float32.
 
     :param stack: a non-empty C-contiguous float32 ``(F, H, W)`` stack; never modify it.

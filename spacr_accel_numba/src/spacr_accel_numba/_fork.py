@@ -187,9 +187,9 @@ def repair() -> list[str]:
                         repaired.append(f"the lock of numba's {name}")
         stack = getattr(vars(target).get("_toplevel_typing_context"), "callstack", None)
         if _held_by_another(getattr(stack, "_lock", None)):
-            stack._lock = threading.RLock()  # type: ignore[union-attr]
+            stack._lock = threading.RLock()  # type: ignore[union-attr]  # getattr found numba's call stack: only it holds that lock
             stack._stack.clear()  # type: ignore[union-attr]  # the lost thread's frames: it held the lock
-            stack._fail_cache.clear()  # type: ignore[union-attr]
+            stack._fail_cache.clear()  # type: ignore[union-attr]  # getattr found numba's call stack: only it holds that lock
             repaired.append("numba's compile-time call stack")
     if "numba's compiler lock" in repaired:
         repaired += _idle_dispatchers()

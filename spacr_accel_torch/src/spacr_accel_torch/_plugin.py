@@ -16,25 +16,51 @@ from spacr_accel_core import BackendInfo, Declaration, hookimpl
 from spacr_accel_core.toolkit import ENV_DEVICE, Accelerator, call_bounded, device_request, install_command
 
 from . import _nodes, _probe
-from ._filters import (  # noqa: F401  (re-exported, as every import below: pluggy registers the module's hookimpls)
+from ._filters import (
     spacr_accel_gaussian_filter,
     spacr_accel_gaussian_laplace,
     spacr_accel_maximum_filter,
     spacr_accel_minimum_filter,
 )
-from ._levels import spacr_accel_percentiles, spacr_accel_rescale_fields  # noqa: F401
-from ._neighbours import spacr_accel_nearest_neighbours  # noqa: F401
-from ._peaks import spacr_accel_local_maxima, spacr_accel_window_maxima  # noqa: F401
-from ._planes import spacr_accel_spot_score, spacr_accel_translate  # noqa: F401
-from ._points import spacr_accel_attribute_reads, spacr_accel_count_within  # noqa: F401
-from ._probe import (  # noqa: F401
+from ._levels import spacr_accel_percentiles, spacr_accel_rescale_fields
+from ._neighbours import spacr_accel_nearest_neighbours
+from ._peaks import spacr_accel_local_maxima, spacr_accel_window_maxima
+from ._planes import spacr_accel_spot_score, spacr_accel_translate
+from ._points import spacr_accel_attribute_reads, spacr_accel_count_within
+from ._probe import (
     spacr_accel_empty_cache,
     spacr_accel_neural_engines,
     spacr_accel_probe,
 )
-from ._products import spacr_accel_matmul  # noqa: F401
-from ._registration import spacr_accel_phase_correlate  # noqa: F401
+from ._products import spacr_accel_matmul
+from ._registration import spacr_accel_phase_correlate
 from ._settings import MPS_FALLBACK, PASS_BYTES
+
+# Every hook imported above is re-exported: pluggy registers the hookimpls it finds on this module.
+__all__ = [
+    "NAME",
+    "PRIORITY",
+    "SPACR_ACCEL_PLUGIN",
+    "spacr_accel_attribute_reads",
+    "spacr_accel_backend_info",
+    "spacr_accel_count_within",
+    "spacr_accel_empty_cache",
+    "spacr_accel_gaussian_filter",
+    "spacr_accel_gaussian_laplace",
+    "spacr_accel_local_maxima",
+    "spacr_accel_matmul",
+    "spacr_accel_maximum_filter",
+    "spacr_accel_minimum_filter",
+    "spacr_accel_nearest_neighbours",
+    "spacr_accel_neural_engines",
+    "spacr_accel_percentiles",
+    "spacr_accel_phase_correlate",
+    "spacr_accel_probe",
+    "spacr_accel_rescale_fields",
+    "spacr_accel_spot_score",
+    "spacr_accel_translate",
+    "spacr_accel_window_maxima",
+]
 
 NAME = "torch"
 PRIORITY = 300.0

@@ -282,14 +282,14 @@ def _windows_class(guid: str) -> Iterator[dict[str, str]]:  # pragma: no cover -
 
     path = rf"SYSTEM\CurrentControlSet\Control\Class\{guid}"
     try:
-        key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, path)  # type: ignore[attr-defined,unused-ignore]
+        key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, path)  # type: ignore[attr-defined,unused-ignore]  # winreg's functions are typed on Windows alone, where the ignore is unused
     except OSError:
         return
     with key:
         index = 0
         while True:
             try:
-                sub = winreg.EnumKey(key, index)  # type: ignore[attr-defined,unused-ignore]
+                sub = winreg.EnumKey(key, index)  # type: ignore[attr-defined,unused-ignore]  # winreg's functions are typed on Windows alone, where the ignore is unused
             except OSError:
                 return
             index += 1
@@ -297,10 +297,10 @@ def _windows_class(guid: str) -> Iterator[dict[str, str]]:  # pragma: no cover -
                 continue
             values: dict[str, str] = {}
             try:
-                with winreg.OpenKey(key, sub) as instance:  # type: ignore[attr-defined,unused-ignore]
+                with winreg.OpenKey(key, sub) as instance:  # type: ignore[attr-defined,unused-ignore]  # winreg's functions are typed on Windows alone, where the ignore is unused
                     for value in ("DriverDesc", "ProviderName", "DriverVersion", "MatchingDeviceId"):
                         with contextlib.suppress(OSError):
-                            values[value] = str(winreg.QueryValueEx(instance, value)[0])  # type: ignore[attr-defined,unused-ignore]
+                            values[value] = str(winreg.QueryValueEx(instance, value)[0])  # type: ignore[attr-defined,unused-ignore]  # winreg's functions are typed on Windows alone, where the ignore is unused
             except OSError:
                 continue
             yield values
