@@ -100,7 +100,7 @@ def cases(quick: bool, seed: int = 0) -> list[Case]:
     """
     made = []
     for operation in tuple(OPERATIONS.values()):
-        # Each operation draws from its own stream (the seed and its name), so its input for a seed
+        # Each operation draws from its own stream (``seed`` and its name), so its input for a seed
         # is the same whatever else the table holds and in whatever order.
         rng = np.random.default_rng([seed, zlib.crc32(operation.name.encode())])
         try:
