@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import fft
 
+from spacr_accel_core import toolkit
 from spacr_accel_core.contract._registration import reference_fields
 from spacr_accel_core.kit import _spectra
 from spacr_accel_core.toolkit import (
@@ -201,3 +202,16 @@ def test_a_lone_pair_is_split_between_threads_only_when_its_field_pays_for_it(
     correlate_by_reference(fields, fields, np.zeros(1, dtype=np.int64), pair)
     assert (side * 512 >= SPLIT_PIXELS) == (threads == "all")
     assert asked == [cpu_threads() if threads == "all" else 1]
+
+
+def test_by_reference_gives_each_pair_its_references_spectrum_computed_once_a_group() -> None:
+    rng = np.random.default_rng(7)
+    first = rng.random((3, 8, 10))
+    pairing = np.array([2, 0, 2, 2, 0], dtype=np.int64)
+    numbers = np.argsort(pairing, kind="stable")  # grouped by reference, as a run is
+    seen = list(toolkit.by_reference(first, pairing, numbers, 1))
+    assert [number for number, _ in seen] == numbers.tolist()
+    for number, spectrum in seen:
+        assert np.array_equal(spectrum, toolkit.real_spectrum(first[pairing[number]], 1))
+    # one transform per group of pairs sharing a reference: the same array handed to each of them
+    assert len({id(spectrum) for _, spectrum in seen}) == 2

@@ -33,7 +33,8 @@ third party's.
 - Registration's transforms: :func:`real_spectrum` and :func:`real_surface`, float64 ``rfft2``
   and ``irfft2`` one axis at a time, the order in which SciPy's pocketfft splits every pass
   between threads (needs SciPy); :func:`reference_runs`, a stack's pairs cut into runs per thread
-  grouped by their reference field (transformed once a run), :func:`correlation_runs`, a call's
+  grouped by their reference field (transformed once a run), :func:`by_reference` (a run's pairs
+  each with its reference's spectrum, computed once), :func:`correlation_runs`, a call's
   runs and the threads each transform may use (a lone pair split between them), and
   :func:`correlate_by_reference`, which walks them given one pair's computation.
 - Thresholds: :func:`threshold_below`, the float32 that makes ``pixel > threshold`` exact in float32
@@ -81,7 +82,14 @@ from .kit._peaks import spaced_peaks
 from .kit._points import Neighbourhoods, attribute_by_tree, decide_attribution, neighbourhoods, padded_reach
 from .kit._precision import PrecisionWindow
 from .kit._separable import Pass, gaussian_passes, laplace_terms, source_index
-from .kit._spectra import correlate_by_reference, correlation_runs, real_spectrum, real_surface, reference_runs
+from .kit._spectra import (
+    by_reference,
+    correlate_by_reference,
+    correlation_runs,
+    real_spectrum,
+    real_surface,
+    reference_runs,
+)
 from .kit._tiling import HOST_PASS_BYTES, Tile, cpu_pool, cpu_threads, pass_budget, run_parts, settled, tiled, tiles
 from .kit._translate import call_translated, translated_errors
 from .kit._triangles import triangle_matches
@@ -103,6 +111,7 @@ __all__ = [
     "PrecisionWindow",
     "Tile",
     "attribute_by_tree",
+    "by_reference",
     "call_bounded",
     "call_translated",
     "canonical_vendor",

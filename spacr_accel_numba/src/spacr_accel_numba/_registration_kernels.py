@@ -27,7 +27,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from spacr_accel_core.toolkit import correlation_runs, cpu_pool, real_spectrum, real_surface, settled
+from spacr_accel_core.toolkit import by_reference, correlation_runs, cpu_pool, real_spectrum, real_surface, settled
 
 from . import _locator  # noqa: F401  (before any njit: these kernels' cache stamped with every file they come from)
 
@@ -122,11 +122,7 @@ def _walk(first: np.ndarray, second: np.ndarray, pairing: np.ndarray, numbers: n
     """The pairs ``numbers`` (grouped by reference), each one's peak and ratio written into ``peaks``
     and ``ratios``: a reference's spectrum computed once and held only while its pairs last, every
     pass on ``workers`` threads."""
-    held, reference = -1, np.empty(0, dtype=np.complex128)
-    for number in numbers:
-        if pairing[number] != held:  # pairs come grouped by reference: the last spectrum only
-            held = int(pairing[number])
-            reference = real_spectrum(first[held], workers)
+    for number, reference in by_reference(first, pairing, numbers, workers):
         peaks[number], ratios[number] = _one(reference, second[number], workers)
 
 

@@ -18,7 +18,7 @@ that hands over its pair's arithmetic instead.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -94,6 +94,27 @@ def correlation_runs(pairing: np.ndarray, pixels: int) -> list[tuple[np.ndarray,
     return [(run, 1) for run in reference_runs(pairing, threads)]
 
 
+def by_reference(first: np.ndarray, pairing: np.ndarray, numbers: np.ndarray,
+                 workers: int) -> Iterator[tuple[int, np.ndarray]]:
+    """A run's pairs, each with its reference field's spectrum: computed once for the pairs that share
+    it (a run meets them one after another) and held only while they last. A generator, not a walk
+    given the pair's arithmetic: the backend's own loop does each pair, so its kernels are called from
+    its own module.
+
+    :param first: the hook's ``(K, H, W)`` reference fields.
+    :param pairing: its int64 ``(B,)`` index of each pair's reference.
+    :param numbers: the run's pair numbers, grouped by reference (a run of :func:`correlation_runs`).
+    :param workers: threads for each transform.
+    :returns: ``(number, reference_spectrum)`` for each pair of the run, in order.
+    """
+    held, reference = -1, np.empty(0, dtype=np.complex128)
+    for number in numbers:
+        if pairing[number] != held:  # pairs come grouped by reference: the last spectrum only
+            held = int(pairing[number])
+            reference = real_spectrum(first[held], workers)
+        yield int(number), reference
+
+
 def correlate_by_reference(first: np.ndarray, second: np.ndarray, pairing: np.ndarray,
                            pair: Callable[[np.ndarray, np.ndarray, int], tuple[int, float]]
                            ) -> tuple[np.ndarray, np.ndarray]:
@@ -113,11 +134,7 @@ def correlate_by_reference(first: np.ndarray, second: np.ndarray, pairing: np.nd
     ratios = np.empty(count, dtype=np.float64)
 
     def walk(numbers: np.ndarray, workers: int) -> None:
-        held, reference = -1, np.empty(0, dtype=np.complex128)
-        for number in numbers:
-            if pairing[number] != held:  # pairs come grouped by reference: the last spectrum only
-                held = int(pairing[number])
-                reference = real_spectrum(first[held], workers)
+        for number, reference in by_reference(first, pairing, numbers, workers):
             peaks[number], ratios[number] = pair(reference, second[number], workers)
 
     runs = correlation_runs(pairing, second[0].size)
