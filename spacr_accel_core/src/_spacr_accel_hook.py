@@ -41,9 +41,12 @@ __all__ = ["PATCH_PACKAGE", "SPACR_MODULES", "VARIABLE", "ImportHook", "modes_fr
 
 VARIABLE = "SPACR_ACCEL_PATCH"
 
-_MODES = {"check": "check", "strict": "strict", "report": "report", "keep-memory": "keep_memory"}
+_MODES = {"check": "check", "strict": "strict", "report": "report"}
 """Each word of the variable and the ``spacr_accel_core.patch.install`` keyword it sets."""
-_WORDS = {"1", *_MODES}
+_MEMORY = {"keep-memory": True, "free-memory": False}
+"""The words for ``install``'s ``keep_memory``: freed memory kept in every patched process, or in
+none; without either (or with both, which is warned about) it is None, spaCR's decode workers only."""
+_WORDS = {"1", *_MODES, *_MEMORY}
 _OFF = {"", "0", "false", "no", "off"}
 _VALUED = {"dask": "dask"}
 """Each ``word=value`` of the variable and the ``install`` keyword its value goes to (``dask=ADDRESS``:
@@ -64,7 +67,8 @@ def modes_from(value: str) -> dict[str, Any] | None:
     "off". Unknown words, and a ``word=`` without its value, are named in a warning and ignored.
 
     :param value: the variable's value, a comma list of ``1``, ``check``, ``strict``, ``report``,
-        ``keep-memory`` (any case, spaces around a word ignored) and ``dask=ADDRESS`` (the ``dask``
+        ``keep-memory`` or ``free-memory`` (any case, spaces around a word ignored) and
+        ``dask=ADDRESS`` (the ``dask``
         keyword is in the answer only when that word is given; a ``dask=`` word alone asks for the
         patch too).
     """
@@ -87,9 +91,16 @@ def modes_from(value: str) -> dict[str, Any] | None:
         import warnings  # only here: a start whose words are all known imports nothing for them
 
         warnings.warn(f"{VARIABLE}: ignoring {', '.join(map(repr, unknown))} (a comma list of "
-                      f"1, {', '.join(_MODES)}, {', '.join(f'{name}=...' for name in _VALUED)})",
+                      f"1, {', '.join([*_MODES, *_MEMORY])}, {', '.join(f'{name}=...' for name in _VALUED)})",
                       RuntimeWarning, stacklevel=2)
-    return {**{keyword: word in words for word, keyword in _MODES.items()}, **valued}
+    memory = {_MEMORY[word] for word in words if word in _MEMORY}
+    if len(memory) > 1:
+        import warnings
+
+        warnings.warn(f"{VARIABLE}: keep-memory and free-memory contradict each other; neither is used",
+                      RuntimeWarning, stacklevel=2)
+    keep_memory = memory.pop() if len(memory) == 1 else None
+    return {**{keyword: word in words for word, keyword in _MODES.items()}, "keep_memory": keep_memory, **valued}
 
 
 class ImportHook:

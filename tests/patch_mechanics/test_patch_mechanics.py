@@ -217,12 +217,15 @@ def test_a_spacr_no_table_covers_or_no_spacr_at_all_is_patched_nowhere_with_a_wa
 
 def test_the_variables_words() -> None:
     assert modes_from("") is None and modes_from("0") is None and modes_from(" off ") is None
-    plain = {"check": False, "strict": False, "report": False, "keep_memory": False}
+    plain = {"check": False, "strict": False, "report": False, "keep_memory": None}
     assert modes_from("1") == plain
     assert modes_from("check, Report") == {**plain, "check": True, "report": True}
     assert modes_from("1,keep-memory") == {**plain, "keep_memory": True}
+    assert modes_from("1, Free-Memory") == {**plain, "keep_memory": False}
     with pytest.warns(RuntimeWarning, match="ignoring 'fast'"):
         assert modes_from("1,fast") == plain
+    with pytest.warns(RuntimeWarning, match="keep-memory and free-memory contradict each other"):
+        assert modes_from("1,keep-memory,free-memory") == plain
 
 
 def test_keep_memory_that_cannot_be_kept_warns_and_still_patches(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -248,6 +251,23 @@ def test_the_command_keeps_freed_memory_in_the_program_and_what_it_spawns(tmp_pa
                  "job.py"], timeout=120, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == f"1,keep-memory,report {[_heap_applies()]}", done.stdout
+
+
+def test_the_command_frees_memory_everywhere_when_told(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(textwrap.dedent("""
+        import os
+        from spacr_accel_core.patch import _heap
+        print(os.environ["SPACR_ACCEL_PATCH"], _heap.policy())
+    """), encoding="utf-8")
+    env = {**os.environ, "SPACR_ACCEL_PATCH": ""}
+    done = _run([sys.executable, "-m", "spacr_accel_core", "run", "--free-memory", "job.py"], timeout=120,
+                cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "1,free-memory False", done.stdout
+    both = _run([sys.executable, "-m", "spacr_accel_core", "run", "--free-memory", "--keep-memory", "job.py"],
+                timeout=120, cwd=tmp_path, env=env)
+    assert both.returncode == 2 and "--keep-memory and --free-memory contradict each other" in both.stderr
+    assert both.stdout == "", both.stdout
 
 
 KEPT_IN_WORKERS = """

@@ -199,24 +199,30 @@ def test_the_installed_startup_line_is_the_sources() -> None:
         "the installed .pth is stale: reinstall spacr_accel_core"
 
 
-_WORDS = ["1", "check", "strict", "report", "keep-memory"]
-_KEYWORDS = {"1": None, "check": "check", "strict": "strict", "report": "report", "keep-memory": "keep_memory"}
+_WORDS = ["1", "check", "strict", "report", "keep-memory", "free-memory"]
+_KEYWORDS = {"1": None, "check": "check", "strict": "strict", "report": "report"}
+_MEMORY = {"keep-memory": True, "free-memory": False}
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from([*_WORDS, "", "0", "off", "No", " CHECK ", "fast", "x1"]), min_size=1, max_size=6))
 def test_the_variables_words(words: list[str]) -> None:
     """Off when every word is off; otherwise each mode set exactly when its word is given, in any
-    case and spacing, and an unknown word named in a warning."""
+    case and spacing, ``keep_memory`` True or False by its word (None without one, and with both,
+    which is warned about), and an unknown word named in a warning."""
     value = ",".join(words)
     cleaned = {word.strip().lower() for word in words}
     unknown = cleaned - {*_WORDS, "", "0", "false", "no", "off"}
-    if unknown:
-        with pytest.warns(RuntimeWarning, match="ignoring"):
+    memory = {keep for word, keep in _MEMORY.items() if word in cleaned}
+    expected_warnings = (["ignoring"] if unknown else []) + (["contradict"] if len(memory) > 1 else [])
+    if expected_warnings:
+        with pytest.warns(RuntimeWarning) as caught:
             modes = modes_from(value)
+        assert all(any(text in str(seen.message) for seen in caught) for text in expected_warnings)
     else:
         modes = modes_from(value)
     if cleaned <= {"", "0", "no", "off"}:
         assert modes is None
         return
-    assert modes == {keyword: word in cleaned for word, keyword in _KEYWORDS.items() if keyword}
+    assert modes == {**{keyword: word in cleaned for word, keyword in _KEYWORDS.items() if keyword},
+                     "keep_memory": memory.pop() if len(memory) == 1 else None}

@@ -17,12 +17,15 @@ promises of its own:
   patched as they load, and :func:`uninstall` puts every original object back.
 
 Switching it on: :func:`install` in code, ``spacr-accel run [--check] [--strict] [--report]
-[--keep-memory] script.py`` (or ``-m module``), ``python -m spacr_accel_core.patch script.py``, the
-variable (a comma list of ``1``, ``check``, ``strict``, ``report``, ``keep-memory``), or
+[--keep-memory | --free-memory] script.py`` (or ``-m module``), ``python -m spacr_accel_core.patch
+script.py``, the variable (a comma list of ``1``, ``check``, ``strict``, ``report``, ``keep-memory``,
+``free-memory``), or
 ``%load_ext spacr_accel_core.patch``. ``dask=ADDRESS`` (``--dask ADDRESS``, ``install(dask=...)``)
 sends spaCR's decode of a well's fields to a Dask cluster (:mod:`._cluster`).
 ``keep-memory`` (:func:`keep_freed_memory`) is the process's
-allocator, not spaCR's: a decode worker's later fields reuse its freed arrays.
+allocator, not spaCR's: a decode worker's later fields reuse its freed arrays. By default only the
+workers of spaCR's decode pool keep what they free; ``keep-memory`` asks it of every patched process,
+``free-memory`` of none.
 
 How it is built: each seam is one row of its release line's table (``_table``), naming the spaCR
 attribute, the function that serves it (in a ``_served`` module) and when it may be served (its
@@ -44,7 +47,7 @@ from typing import Any
 from . import _cluster
 from ._calls import Modes, PatchMismatch, make_wrapper
 from ._cluster import fields_on_workers
-from ._heap import HeapSetting, keep_freed_memory
+from ._heap import HeapSetting, keep_freed_memory, set_policy
 from ._install import Installer
 from ._report import PatchReport, SeamReport, Tally
 from ._table import TABLES, table_for
@@ -88,7 +91,7 @@ def spacr_version() -> str | None:
 
 
 def install(*, check: bool = False, strict: bool = False, report: bool = False,
-            keep_memory: bool = False, dask: str | None = None) -> bool:
+            keep_memory: bool | None = None, dask: str | None = None) -> bool:
     """Patch the installed spaCR onto the registry (idempotent; a second call sets the modes anew).
 
     Works before or after spaCR's modules are imported. A spaCR no seam table was verified against
@@ -99,9 +102,10 @@ def install(*, check: bool = False, strict: bool = False, report: bool = False,
         :class:`PatchMismatch` at the first difference.
     :param strict: raise :class:`PatchMismatch` where a call would go to spaCR's own function.
     :param report: print :func:`report` to standard error when the process exits.
-    :param keep_memory: also :func:`keep_freed_memory` (the process keeps its peak memory, and a
-        decode's later fields reuse it instead of faulting it in again); a warning says why where
-        it cannot. Never undone by :func:`uninstall`.
+    :param keep_memory: where freed memory is kept (the process keeps its peak memory, and a
+        decode's later fields reuse it instead of faulting it in again): None, the default, in the
+        workers of spaCR's decode pool only; True also in this process now (:func:`keep_freed_memory`;
+        a warning says why where it cannot); False in no process. Never undone by :func:`uninstall`.
     :param dask: a Dask scheduler address (``tcp://host:8786``) or ``local:N`` (a ``LocalCluster``
         of N process workers started at the first decode): spaCR's decode pool becomes that
         cluster, each field a task, the workers patched with these modes
@@ -114,6 +118,7 @@ def install(*, check: bool = False, strict: bool = False, report: bool = False,
     global _installer, _reporting_at_exit  # noqa: PLW0603  # one patch per process
     if dask is not None:
         _cluster.parse_address(dask)  # a typo is refused now, not when the first well decodes
+    set_policy(keep_memory)
     if keep_memory:
         setting = keep_freed_memory()
         if not setting.applied:

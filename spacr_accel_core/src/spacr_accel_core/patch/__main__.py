@@ -1,4 +1,5 @@
-"""``python -m spacr_accel_core.patch [--check] [--strict] [--report] [--keep-memory] script.py args...``."""
+"""``python -m spacr_accel_core.patch [--check] [--strict] [--report] [--keep-memory | --free-memory]
+script.py args...``."""
 
 import sys
 

@@ -20,17 +20,20 @@ __all__ = ["USAGE", "main"]
 _DASK = "--dask"
 """The option whose value is the cluster (the variable's ``dask=`` word)."""
 
-_FLAGS = {"--check": "check", "--strict": "strict", "--report": "report", "--keep-memory": "keep-memory"}
+_FLAGS = {"--check": "check", "--strict": "strict", "--report": "report", "--keep-memory": "keep-memory",
+          "--free-memory": "free-memory"}
 """Each option and the variable's word for it (which is also how spawned processes get it)."""
 
-USAGE = ("usage: {prog} [--check] [--strict] [--report] [--keep-memory] [--dask ADDRESS] "
+USAGE = ("usage: {prog} [--check] [--strict] [--report] [--keep-memory | --free-memory] [--dask ADDRESS] "
          "(script.py | -m module) [args ...]\n\n"
          "Run a Python program with spaCR patched onto spacr-accel's registry.\n"
          "  --check        run spaCR's own function beside every served call; raise on a difference\n"
          "  --strict       raise where a call would go to spaCR's own function\n"
          "  --report       print what each seam served and passed on when the program exits\n"
-         "  --keep-memory  keep freed memory in each process (glibc), so a decode's later fields\n"
-         "                 reuse its arrays; each process then holds its peak memory\n"
+         "  --keep-memory  keep freed memory in every process (glibc), so later work reuses its\n"
+         "                 arrays; each process then holds its peak memory (by default only the\n"
+         "                 workers of spaCR's decode pool do)\n"
+         "  --free-memory  keep it in no process, spaCR's decode workers included\n"
          "  --dask ADDRESS decode each well's fields on a Dask cluster: a scheduler address\n"
          "                 (tcp://host:8786) or local:N (a LocalCluster of N process workers)\n")
 
@@ -72,6 +75,10 @@ def main(argv: Sequence[str], prog: str = "python -m spacr_accel_core.patch") ->
             wanted.append(f"dask={given.strip()}")
             continue
         wanted.append(_FLAGS[flag])
+    if {"keep-memory", "free-memory"} <= set(wanted):
+        sys.stderr.write(USAGE.format(prog=prog))
+        sys.stderr.write(f"{prog}: error: --keep-memory and --free-memory contradict each other\n")
+        return 2
     if not words or (words[0] == "-m" and len(words) < 2) or (words[0].startswith("-") and words[0] != "-m"):
         sys.stderr.write(USAGE.format(prog=prog))
         sys.stderr.write(f"{prog}: error: name a script or -m module to run"

@@ -27,6 +27,7 @@ from ._served_points import attribute_reads, seed_by_scaled_pairs
 from ._served_reading import read_plane
 from ._served_register import NUMPY, SURFACES, in_place_of, phase_correlate
 from ._served_triangles import align_by_triangles
+from ._served_worker import init_decode_worker
 
 __all__ = ["TABLES", "Scoped", "Seam", "SeamTable", "Surface", "table_for"]
 
@@ -163,6 +164,7 @@ SPACR_1_5 = SeamTable(
         Seam("spacr.ops_merge", "align_by_triangles", align_by_triangles, context=("original",)),
         Seam("spacr.ops_phenotype", "nuclear_points", nuclear_points),
         Seam("spacr.ops_engine", "_read_plane", read_plane, context=("original", "module")),
+        Seam("spacr.ops_engine", "_init_decode_worker", init_decode_worker, context=("original",)),
         Seam("spacr.ops_engine", "gaussian_laplace", _served.gaussian_laplace, floor=only_above("gaussian_laplace"),
              within=_DECODE),
         Seam("spacr.ops_engine", "minimum_filter", _served.minimum_filter, within=_DECODE),
