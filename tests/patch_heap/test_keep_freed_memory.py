@@ -1,4 +1,5 @@
-"""``patch.keep_freed_memory``: glibc told to reuse large freed blocks and never trim its heap.
+"""``patch.keep_freed_memory``: glibc told to reuse large freed blocks, never trim its heap, and keep
+one heap for every thread started after it.
 
 The setting is process-wide and cannot be undone, so what it does to the allocator is observed in a
 fresh interpreter (glibc's own ``mallinfo2`` counters); in this process only the paths that change
@@ -8,9 +9,11 @@ nothing run (a platform without glibc, a refused option), with the module's memo
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,5 +103,38 @@ def test_a_refused_option_is_named_and_not_reported_as_applied(fresh_memo: None,
     monkeypatch.setattr(_heap, "_glibc", lambda: (libc, "2.99"))
     setting = keep_freed_memory()
     assert not setting.applied and setting.reason == "glibc 2.99 refused M_MMAP_MAX"
-    assert libc.calls == [(-4, 0), (-1, -1)]
+    assert libc.calls == [(-4, 0), (-1, -1), (-8, 1)]
     assert libc.mallopt.argtypes == (ctypes.c_int, ctypes.c_int)
+
+
+ARENAS = textwrap.dedent("""
+    import ctypes, sys, threading
+    import numpy as np
+    from spacr_accel_core.patch import _heap
+
+    if sys.argv[1] == "kept":
+        assert _heap.keep_freed_memory().applied
+    blocks = []
+    threads = [threading.Thread(target=lambda: blocks.append(np.ones(1 << 16))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+        thread.join()
+    ctypes.CDLL(None).malloc_stats()  # one "Arena N:" paragraph per arena, on standard error
+""")
+
+
+@pytest.mark.skipif(_heap._glibc() is None, reason="only glibc's allocator is told to keep memory")
+def test_a_kept_heap_is_one_heap_for_every_thread(tmp_path: Path) -> None:
+    """glibc gives each new thread an arena of its own (up to eight a core), and memory freed in one
+    arena serves only its threads: kept, every thread started afterwards allocates from the main one."""
+    script = tmp_path / "arenas.py"
+    script.write_text(ARENAS, encoding="utf-8")
+
+    def arenas(mode: str) -> int:
+        done = subprocess.run([sys.executable, str(script), mode], check=False, capture_output=True, text=True,
+                              timeout=120, env={k: v for k, v in os.environ.items() if k != "SPACR_ACCEL_PATCH"})
+        assert done.returncode == 0, done.stderr
+        return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+    assert arenas("kept") == 1
+    assert arenas("default") > 1

@@ -73,35 +73,3 @@ def test_the_initializer_called_outside_a_process_pool_keeps_nothing() -> None:
         assert _heap.pool_worker_started() is None  # a test's thread is no pool worker
     finally:
         _heap.set_policy(was)
-
-
-ARENAS = textwrap.dedent("""
-    import ctypes, sys, threading
-    import numpy as np
-    from spacr_accel_core.patch import _heap
-
-    if sys.argv[1] == "kept":
-        assert _heap.keep_freed_memory().applied
-    blocks = []
-    threads = [threading.Thread(target=lambda: blocks.append(np.ones(1 << 16))) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-        thread.join()
-    ctypes.CDLL(None).malloc_stats()  # one "Arena N:" paragraph per arena, on standard error
-""")
-
-
-def test_a_kept_heap_is_one_heap_for_every_thread(tmp_path: Path) -> None:
-    """glibc gives each new thread an arena of its own (up to eight a core), and memory freed in one
-    arena serves only its threads: kept, every thread started afterwards allocates from the main one."""
-    script = tmp_path / "arenas.py"
-    script.write_text(ARENAS, encoding="utf-8")
-
-    def arenas(mode: str) -> int:
-        done = subprocess.run([sys.executable, str(script), mode], check=False, capture_output=True, text=True,
-                              timeout=120, env={k: v for k, v in os.environ.items() if k != "SPACR_ACCEL_PATCH"})
-        assert done.returncode == 0, done.stderr
-        return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
-
-    assert arenas("kept") == 1
-    assert arenas("default") > 1
