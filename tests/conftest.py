@@ -200,7 +200,7 @@ def same_as_spacr(served_only: None) -> Iterator[Callable[..., Outcome]]:
     layouts, the same exception and the same warnings, and every input as it was given; returns the
     patched call's :class:`Outcome`."""
     from spacr_accel_core import patch
-    from spacr_accel_core.patch._calls import first_difference
+    from spacr_accel_core.patch import first_difference
 
     def compare(call: Callable[[], Any], *inputs: Any) -> Outcome:
         given = copy.deepcopy(inputs)

@@ -87,18 +87,18 @@ def modes_from(value: str) -> dict[str, Any] | None:
     if all(word in _OFF for word in words) and not valued:
         return None
     unknown = sorted({*unknown, *(word for word in words if word not in _WORDS | _OFF)})
+    memory = {_MEMORY[word] for word in words if word in _MEMORY}
+    problems = []
     if unknown:
+        problems.append(f"ignoring {', '.join(map(repr, unknown))} (a comma list of 1, "
+                        f"{', '.join([*_MODES, *_MEMORY])}, {', '.join(f'{name}=...' for name in _VALUED)})")
+    if len(memory) > 1:
+        problems.append("keep-memory and free-memory contradict each other; neither is used")
+    if problems:
         import warnings  # only here: a start whose words are all known imports nothing for them
 
-        warnings.warn(f"{VARIABLE}: ignoring {', '.join(map(repr, unknown))} (a comma list of "
-                      f"1, {', '.join([*_MODES, *_MEMORY])}, {', '.join(f'{name}=...' for name in _VALUED)})",
-                      RuntimeWarning, stacklevel=2)
-    memory = {_MEMORY[word] for word in words if word in _MEMORY}
-    if len(memory) > 1:
-        import warnings
-
-        warnings.warn(f"{VARIABLE}: keep-memory and free-memory contradict each other; neither is used",
-                      RuntimeWarning, stacklevel=2)
+        for problem in problems:
+            warnings.warn(f"{VARIABLE}: {problem}", RuntimeWarning, stacklevel=2)
     keep_memory = memory.pop() if len(memory) == 1 else None
     return {**{keyword: word in words for word, keyword in _MODES.items()}, "keep_memory": keep_memory, **valued}
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from spacr_accel_core import last_dispatch, ops, reference
 from spacr_accel_core.kit import _peaks, _triangles
 from spacr_accel_core.table import rows
+from spacr_accel_core.testing import landmark_point_sets
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -119,22 +120,7 @@ def test_bad_input_is_refused_naming_it(field: object, points: object, distance:
 
 @st.composite
 def _point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, float]:
-    kind = draw(st.sampled_from(["pixels", "fractional", "tiny", "related"]))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    targets, sources = draw(st.integers(0, 60)), draw(st.integers(0, 35))
-    if kind == "pixels":
-        span = draw(st.integers(3, 15))
-        target = rng.integers(0, span, (targets, 2)).astype(float)
-        source = rng.integers(0, span, (sources, 2)).astype(float)
-    elif kind in ("fractional", "tiny"):
-        size = 100.0 if kind == "fractional" else 1e-7
-        target, source = rng.normal(size=(targets, 2)) * size, rng.normal(size=(sources, 2)) * size
-    else:
-        target = np.round(rng.uniform(0, 200, (targets, 2)))
-        angle = draw(st.floats(-0.5, 0.5))
-        turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
-        chosen = target[rng.permutation(targets)[:sources]]
-        source = np.round((chosen - 17.0) @ turn.T * draw(st.sampled_from([1.0, 2.0, 5.3])))
+    source, target = draw(landmark_point_sets())
     return source, target, draw(st.sampled_from([0.0, 0.02, 0.05, 0.3]))
 
 

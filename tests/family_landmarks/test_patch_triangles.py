@@ -21,10 +21,9 @@ pytest.importorskip("scipy.spatial")
 
 from spacr_accel_core import patch
 from spacr_accel_core.kit import _triangles
-from spacr_accel_core.patch import _served_triangles
-from spacr_accel_core.patch._calls import first_difference
+from spacr_accel_core.patch import _served_triangles, first_difference
 from spacr_accel_core.patch._install import original_of
-from spacr_accel_core.testing import anchor_field
+from spacr_accel_core.testing import anchor_field, landmark_point_sets
 
 SEAM = "spacr.ops_merge.align_by_triangles"
 
@@ -256,24 +255,7 @@ def _cases(draw: st.DrawFn) -> tuple[Any, Any, Any, Any]:
     """Two point sets (pixel grids full of ties, duplicates and collinear runs; fractional centres;
     tiny ones whose triangles are degenerate; one a moved subset of the other), read in every way
     spaCR reads them, with a NaN, an infinity or a signed zero now and then."""
-    kind = draw(st.sampled_from(["pixels", "fractional", "tiny", "related"]))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    targets, sources = draw(st.integers(0, 45)), draw(st.integers(0, 30))
-    if kind == "pixels":
-        span = draw(st.integers(2, 15))
-        target = rng.integers(0, span, (targets, 2)).astype(float)
-        source = rng.integers(0, span, (sources, 2)).astype(float)
-    elif kind in ("fractional", "tiny"):
-        size = 100.0 if kind == "fractional" else 1e-7
-        target, source = rng.normal(size=(targets, 2)) * size, rng.normal(size=(sources, 2)) * size
-    else:
-        target = np.round(rng.uniform(0, 200, (targets, 2)))
-        angle = draw(st.floats(-0.5, 0.5))
-        turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
-        chosen = target[rng.permutation(targets)[:sources]]
-        source = (chosen - 17.0) @ turn.T * draw(st.sampled_from([1.0, 2.0, 5.3]))
-        if draw(st.booleans()):
-            source = np.round(source)
+    source, target = draw(landmark_point_sets(most=(30, 45), least_span=2, rounded=None))
     spoil = draw(st.sampled_from([None, None, None, math.nan, math.inf, -0.0]))
     if spoil is not None and source.size:
         source[draw(st.integers(0, source.shape[0] - 1)), draw(st.integers(0, 1))] = spoil

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from spacr_accel_core import BackendOutOfMemory
 from spacr_accel_core.exact import (
     EXACT_IN_FLOAT32,
     ExpansionPlan,
@@ -19,7 +18,6 @@ from spacr_accel_core.exact import (
     pick_lowest,
     pick_lowest_dense,
 )
-from spacr_accel_core.tiling import tiled
 
 F32_UNIT = 2.0 ** -24
 TINY32 = np.float32(np.finfo(np.float32).tiny)
@@ -232,28 +230,3 @@ def test_a_single_point_and_identical_points_get_a_positive_margin() -> None:
 def test_the_work_dtype_must_be_float32_or_float64() -> None:
     with pytest.raises(TypeError, match="float32 or float64"):
         expansion_plan(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32), np.float16, 2.0 ** -11)
-
-
-# ---- tiled ---------------------------------------------------------------------------------------
-
-
-class FakeOutOfMemory(Exception):
-    """What a library raises when the device is full (CuPy: a MemoryError; torch: a RuntimeError)."""
-
-
-def run(total: int, tile: int, floor: int, capacity: int) -> tuple[list[tuple[str, int, int]], BaseException | None]:
-    """Drive ``tiled`` with a device that fits at most ``capacity`` items; the log of events."""
-    events: list[tuple[str, int, int]] = []
-
-    def step(start: int, stop: int) -> None:
-        if stop - start > capacity:
-            events.append(("full", start, stop))
-            raise FakeOutOfMemory(f"out of memory allocating {stop - start} items\nsecond line")
-        events.append(("done", start, stop))
-
-    try:
-        tiled(total, tile, floor, step, is_out_of_memory=lambda exc: isinstance(exc, FakeOutOfMemory),
-              release=lambda: events.append(("release", -1, -1)), label="fake op")
-    except BackendOutOfMemory as exc:
-        return events, exc
-    return events, None

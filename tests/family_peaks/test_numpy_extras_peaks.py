@@ -10,27 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from spacr_accel_core import reference
-from spacr_accel_core.testing import assert_same_field, reference_maximum_filter
+from spacr_accel_core.testing import assert_same_field, filter_stacks, reference_maximum_filter
 from spacr_accel_numpy import _filters, _peaks
 
 
-@st.composite
-def _stacks(draw: st.DrawFn) -> np.ndarray:
-    lead = draw(st.sampled_from([(), (3,), (2, 2)]))
-    shape = (*lead, draw(st.integers(1, 20)), draw(st.integers(1, 20)))
-    dtype = draw(st.sampled_from([np.float32, np.uint16, np.uint8, np.float64]))
-    if np.dtype(dtype).kind == "f":
-        elements = st.sampled_from([0.0, -0.0, 1.0, 2.0, 0.1, math.nan, math.inf])
-    else:
-        elements = st.integers(0, 3)
-    return draw(hnp.arrays(dtype, shape, elements=elements))
-
-
 @settings(max_examples=80, deadline=None)
-@given(_stacks(), st.integers(1, 8), st.sampled_from([None, 0.0, 0.1, 1.5, -math.inf, 1e300]))
+@given(filter_stacks(), st.integers(1, 8), st.sampled_from([None, 0.0, 0.1, 1.5, -math.inf, 1e300]))
 def test_local_maxima_matches_the_reference(field: np.ndarray, size: int, threshold: float | None) -> None:
     got = _peaks.local_maxima(field, size, threshold)
     assert got.dtype == np.int64

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
 
 from spacr_accel_core import patch
-from spacr_accel_core.patch._calls import first_difference
+from spacr_accel_core.patch import first_difference
 from spacr_accel_core.patch._install import original_of
 from spacr_accel_core.testing import anchor_field
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
 
 from spacr_accel_core import patch
-from spacr_accel_core.patch._calls import first_difference
+from spacr_accel_core.patch import first_difference
 
 pytestmark = pytest.mark.usefixtures("compiled_backends")  # while numba compiles, a seam may pass calls to spaCR
 

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spacr_accel_core import patch
-from spacr_accel_core.patch import _served
-from spacr_accel_core.patch._calls import Modes, first_difference, make_wrapper
+from spacr_accel_core.patch import _served, first_difference
+from spacr_accel_core.patch._calls import Modes, make_wrapper
 from spacr_accel_core.patch._install import original_of
 from spacr_accel_core.patch._report import Tally
 
@@ -364,3 +364,15 @@ def test_no_usable_backend_raises_spacrs_error(no_backend: None, gpu: bool) -> N
     rows = {row.seam: row for row in patch.report().seams}
     for seam in (MAXIMUM, "spacr.ops_accel.nearest_neighbours", "spacr.ops_register.phase_correlate"):
         assert not rows[seam].served and "has no numpy" in rows[seam].passed[0][0]
+
+
+def test_the_public_comparison_is_by_bits_and_names_the_other_side() -> None:
+    """``patch.first_difference``: the same bits are the same answer (two NaNs of one pattern), a
+    signed zero is not, and the message says whose answer the other is (spaCR's unless told)."""
+    nan = np.array([np.nan, 1.0])
+    assert first_difference(nan.copy(), nan) is None
+    assert first_difference({"a": (1, 2.5)}, {"a": (1, 2.5)}) is None
+    found = first_difference(np.array([0.0]), np.array([-0.0]))
+    assert found is not None and "against spaCR's np.float64(-0.0)" in found
+    assert first_difference(0.0, -0.0, against="NumPy's") == "the answer: 0.0 against NumPy's -0.0"
+    assert first_difference([1], [1, 2], "x", against="") == "x: [1] against [1, 2]"

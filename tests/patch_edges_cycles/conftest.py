@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spacr_accel_core.patch._calls import first_difference
+from spacr_accel_core.patch import first_difference
 
 pytest.importorskip("spacr", reason="spaCR is not installed (pip install --no-deps spacr==1.5.1.5)")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spacr_accel_core import patch
-from spacr_accel_core.patch._calls import first_difference
+from spacr_accel_core.patch import first_difference
 from spacr_accel_core.testing._spacr_field import sbs_field
 
 

@@ -45,6 +45,7 @@ import warnings
 from typing import Any
 
 from . import _cluster
+from ._answers import first_difference
 from ._calls import Modes, PatchMismatch, make_wrapper
 from ._cluster import fields_on_workers
 from ._heap import HeapSetting, keep_freed_memory, set_policy
@@ -58,6 +59,7 @@ __all__ = [
     "PatchReport",
     "SeamReport",
     "fields_on_workers",
+    "first_difference",
     "install",
     "installed",
     "keep_freed_memory",

@@ -13,8 +13,6 @@ import contextvars
 import copy
 import functools
 import logging
-import math
-import struct
 import threading
 import time
 import warnings
@@ -24,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from ._answers import first_difference
 from ._outcome import PassThrough
 from ._report import Tally
 
-__all__ = ["Modes", "PatchMismatch", "first_difference", "make_wrapper"]
+__all__ = ["Modes", "PatchMismatch", "make_wrapper"]
 
 LOG = logging.getLogger("spacr_accel_core.patch")
 
@@ -56,77 +55,6 @@ def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         return text if len(text) <= 40 else f"{type(value).__name__}(...)"
 
     return ", ".join([*(one(value) for value in args), *(f"{key}={one(value)}" for key, value in kwargs.items())])
-
-
-def _float_bits(value: float) -> bytes:
-    return struct.pack("<d", value)
-
-
-def first_difference(got: Any, expected: Any, where: str = "") -> str | None:  # noqa: PLR0912  # one branch per kind of answer spaCR returns
-    """Where two answers first differ (dtype, shape, an element's bits, a record's field), or None.
-
-    Bits, not values: ``-0.0`` and ``+0.0`` differ, two NaNs of the same bits do not.
-    """
-    if isinstance(expected, np.ndarray) or isinstance(got, np.ndarray):
-        return _array_difference(np.asarray(got), np.asarray(expected), where)
-    if isinstance(expected, np.generic) or isinstance(got, np.generic):
-        return _array_difference(np.asarray(got), np.asarray(expected), where)
-    if isinstance(expected, dict):
-        return _dict_difference(got, expected, where)
-    if isinstance(expected, (tuple, list)):
-        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            return f"{where or 'the answer'}: {_short(got)} against spaCR's {_short(expected)}"
-        for position, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
-            found = first_difference(mine, theirs, f"{where}[{position}]")
-            if found:
-                return found
-        return None
-    fields = getattr(type(expected), "__dataclass_fields__", None)
-    if fields is not None:
-        if type(got) is not type(expected):
-            return f"{where or 'the answer'}: a {type(got).__name__} against spaCR's {type(expected).__name__}"
-        for name in fields:
-            if name != "backend":
-                found = first_difference(getattr(got, name), getattr(expected, name), f"{where}.{name}")
-                if found:
-                    return found
-        return None
-    if isinstance(expected, float) and isinstance(got, float):
-        same = _float_bits(got) == _float_bits(expected) or (math.isnan(got) and math.isnan(expected))
-    else:
-        same = type(got) is type(expected) and got == expected
-    return None if same else f"{where or 'the answer'}: {got!r} against spaCR's {expected!r}"
-
-
-def _dict_difference(got: Any, expected: dict[Any, Any], where: str) -> str | None:
-    if not isinstance(got, dict) or sorted(map(str, got)) != sorted(map(str, expected)):
-        keys = sorted(map(str, got)) if isinstance(got, dict) else _short(got)
-        return f"{where or 'the answer'}: keys {keys} against spaCR's {sorted(map(str, expected))}"
-    for key, value in expected.items():
-        found = first_difference(got[key], value, f"{where}[{key!r}]")
-        if found:
-            return found
-    return None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _array_difference(got: np.ndarray, expected: np.ndarray, where: str) -> str | None:
-    label = where or "the array"
-    if got.dtype != expected.dtype or got.shape != expected.shape:
-        return f"{label}: {got.dtype}{list(got.shape)} against spaCR's {expected.dtype}{list(expected.shape)}"
-    if expected.dtype.kind in "biufc" and expected.size:
-        mine = np.ascontiguousarray(got).view(np.uint8).reshape(got.size, -1)
-        theirs = np.ascontiguousarray(expected).view(np.uint8).reshape(expected.size, -1)
-        differs = np.flatnonzero((mine != theirs).any(axis=1))
-        if differs.size:
-            at = tuple(int(i) for i in np.unravel_index(int(differs[0]), expected.shape))
-            return f"{label}{list(at)}: {got[at]!r} against spaCR's {expected[at]!r} ({differs.size} elements differ)"
-        return None
-    return None if np.array_equal(got, expected) else f"{label}: the values differ"
 
 
 _IN_REFERENCE: contextvars.ContextVar[bool] = contextvars.ContextVar("spacr_accel_patch_reference", default=False)

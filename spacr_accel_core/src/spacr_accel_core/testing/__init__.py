@@ -65,6 +65,8 @@ from ._strategies import (
     _fields,
     _operands,
     _point_sets,
+    filter_stacks,
+    landmark_point_sets,
     packed_descriptors,
     tie_heavy_point_sets,
 )
@@ -75,6 +77,8 @@ __all__ = [
     "SbsField",
     "anchor_field",
     "assert_same_field",
+    "filter_stacks",
+    "landmark_point_sets",
     "packed_descriptors",
     "reference_matmul",
     "reference_maximum_filter",

@@ -3,6 +3,8 @@ infinity, integer grids full of ties and duplicates, tight clusters beside far o
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -26,6 +28,54 @@ def tie_heavy_point_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
         extra = draw(hnp.arrays(np.float32, (draw(st.integers(1, 20)), width), elements=st.floats(-3, 3, width=32)))
         target = np.concatenate([extra, target]) if draw(st.booleans()) else np.concatenate([target, extra])
     return np.ascontiguousarray(source), np.ascontiguousarray(target)
+
+
+@st.composite
+def filter_stacks(draw: st.DrawFn) -> np.ndarray:
+    """A field or a stack of fields (``(H, W)``, ``(3, H, W)`` or ``(2, 2, H, W)``, sides 1 to 20) in a
+    camera's or a float dtype: floats drawn among signed zeros, NaN and infinity, integers among a few
+    values, so windows hold ties everywhere. For a backend's own tests of a stack filter against the
+    same filter field by field."""
+    lead = draw(st.sampled_from([(), (3,), (2, 2)]))
+    shape = (*lead, draw(st.integers(1, 20)), draw(st.integers(1, 20)))
+    dtype = draw(st.sampled_from([np.float32, np.uint16, np.uint8, np.float64]))
+    if np.dtype(dtype).kind == "f":
+        elements = st.sampled_from([0.0, -0.0, 1.0, 2.0, 0.1, math.nan, math.inf])
+    else:
+        elements = st.integers(0, 3)
+    return draw(hnp.arrays(dtype, shape, elements=elements))
+
+
+@st.composite
+def landmark_point_sets(draw: st.DrawFn, *, most: tuple[int, int] = (35, 60), least_span: int = 3,
+                        rounded: bool | None = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, target)`` float64 ``(N, 2)`` centres for triangle matching: pixel grids full of ties,
+    duplicates and collinear runs; fractional centres; tiny ones whose triangles are degenerate; or a
+    turned, moved and scaled subset of the target (the case a match must find).
+
+    :param most: the most source and target points.
+    :param least_span: the narrowest pixel grid's side.
+    :param rounded: whether the moved subset is rounded to whole pixels (None: drawn).
+    """
+    kind = draw(st.sampled_from(["pixels", "fractional", "tiny", "related"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    targets, sources = draw(st.integers(0, most[1])), draw(st.integers(0, most[0]))
+    if kind == "pixels":
+        span = draw(st.integers(least_span, 15))
+        target = rng.integers(0, span, (targets, 2)).astype(float)
+        return rng.integers(0, span, (sources, 2)).astype(float), target
+    if kind in ("fractional", "tiny"):
+        size = 100.0 if kind == "fractional" else 1e-7
+        target = rng.normal(size=(targets, 2)) * size
+        return rng.normal(size=(sources, 2)) * size, target
+    target = np.round(rng.uniform(0, 200, (targets, 2)))
+    angle = draw(st.floats(-0.5, 0.5))
+    turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    chosen = target[rng.permutation(targets)[:sources]]
+    source = (chosen - 17.0) @ turn.T * draw(st.sampled_from([1.0, 2.0, 5.3]))
+    if rounded if rounded is not None else draw(st.booleans()):
+        source = np.round(source)
+    return source, target
 
 
 def packed_descriptors(widths: tuple[int, ...] = (1, 3, 32, 33, 64), sources: tuple[int, int] = (1, 60),
